@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * TSC offset estimation from ping-pong probes: see tsc_offset.h.
+ */
+#include "tsc_offset.h"
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* Midpoint of [lo, hi] without overflowing, whatever the two values. */
+static int64_t mid64(int64_t lo, int64_t hi)
+{
+	return lo + (int64_t)(((uint64_t)hi - (uint64_t)lo) / 2);
+}
+
+void tsc_offset_init(struct tsc_offset_est *e)
+{
+	*e = (struct tsc_offset_est){ 0 };
+}
+
+/*
+ * Add one probe.  The subtractions are done on unsigned values and then
+ * read as signed, so counters near the 64-bit wrap still give the right
+ * small differences.
+ */
+void tsc_offset_add(struct tsc_offset_est *e, uint64_t t1, uint64_t t,
+		    uint64_t t2)
+{
+	int64_t lo = (int64_t)(t - t2);
+	int64_t hi = (int64_t)(t - t1);
+
+	/*
+	 * t2 before t1 means the reference's own TSC went backwards: there
+	 * is no bracket to take, and nothing about this pair can be trusted.
+	 * lo > hi otherwise means an offset near +-2^63, beyond any real TSC.
+	 */
+	if ((int64_t)(t2 - t1) < 0 || lo > hi) {
+		e->bad++;
+		e->warp = true;
+		return;
+	}
+
+	/* The bracket excludes zero: one CPU saw the other's time go back. */
+	if (lo > 0 || hi < 0)
+		e->warp = true;
+
+	if (e->rounds == 0) {
+		e->lo = lo;
+		e->hi = hi;
+		e->env_lo = lo;
+		e->env_hi = hi;
+		e->runs = 1;
+	} else if (lo > e->hi || hi < e->lo) {
+		/* Disjoint from all before: the offset moved. Start afresh. */
+		e->lo = lo;
+		e->hi = hi;
+		e->runs++;
+	} else {
+		e->lo = max64(e->lo, lo);
+		e->hi = min64(e->hi, hi);
+	}
+	e->env_lo = min64(e->env_lo, lo);
+	e->env_hi = max64(e->env_hi, hi);
+	e->rounds++;
+}
+
+/*
+ * Summarise a pair.  Returns false, leaving *r untouched, when there were
+ * too few probes to say anything.
+ *
+ * A consistent pair reports the intersection of its brackets.  An
+ * inconsistent one reports the envelope of every bracket, which is wide but
+ * still certainly holds every offset the pair had during the measurement,
+ * and as its estimate the middle of the latest run of intersecting
+ * brackets: the best guess of where the offset is now.
+ */
+bool tsc_offset_result(const struct tsc_offset_est *e,
+		       struct tsc_offset_result *r)
+{
+	if (e->rounds < TSC_OFFSET_MIN_ROUNDS)
+		return false;
+
+	r->rounds = e->rounds;
+	r->consistent = e->runs == 1 && e->bad == 0;
+	r->monotonic = !e->warp;
+	r->offset = mid64(e->lo, e->hi);
+	if (r->consistent) {
+		r->min = e->lo;
+		r->max = e->hi;
+	} else {
+		r->min = e->env_lo;
+		r->max = e->env_hi;
+	}
+	return true;
+}
+
+void tsc_skew_init(struct tsc_skew *s)
+{
+	/* The reference itself is at offset zero, exactly. */
+	*s = (struct tsc_skew){ .min = 0, .max = 0, .monotonic = true };
+}
+
+void tsc_skew_add(struct tsc_skew *s, const struct tsc_offset_result *r)
+{
+	s->min = min64(s->min, r->min);
+	s->max = max64(s->max, r->max);
+	if (!r->consistent || !r->monotonic)
+		s->monotonic = false;
+}
+
+/*
+ * An upper bound on the difference between any two of the CPUs' TSCs read
+ * at the same instant: the width of the envelope of all their intervals.
+ */
+uint64_t tsc_skew_max(const struct tsc_skew *s)
+{
+	return (uint64_t)s->max - (uint64_t)s->min;
+}
