@@ -1,0 +1,72 @@
+#!/bin/sh
+# /init of the test VM (busybox sh; built into the initramfs by mkinitramfs.sh).
+#
+# Mounts the host root (read-only, 9p tag "host") at /host and the repository
+# (writable, tag "work") at the same path inside it, then runs the command
+# file written by run-in-vm.sh in `chroot /host`, so that guest paths and
+# binaries are the host's. The exit status leaves through the isa-debug-exit
+# port 0xf4; qemu exits on that write, so no shutdown sequence is needed.
+# Kernel command line: vmrun.repo=/abs/repo vmrun.cmd=repo-relative/file
+
+export PATH=/sbin:/bin:/usr/sbin:/usr/bin
+
+# PID 1 must never exit (that panics): on a setup error, say so and reset,
+# which qemu's -no-reboot turns into an exit without a status ("guest died").
+fail() {
+	echo "vmrun: setup failed: $*"
+	reboot -f
+	sleep 1000
+}
+
+must() { "$@" || fail "$*"; }
+
+must mount -t proc proc /proc
+must mount -t sysfs sys /sys
+must mount -t devtmpfs dev /dev
+
+read -r cmdline </proc/cmdline
+for arg in $cmdline; do
+	case $arg in
+	vmrun.repo=*) repo=${arg#*=} ;;
+	vmrun.cmd=*) cmd=${arg#*=} ;;
+	esac
+done
+if [ -z "${repo:-}" ] || [ -z "${cmd:-}" ]; then
+	fail "no vmrun.repo/vmrun.cmd on the kernel command line"
+fi
+
+while read -r mod; do
+	must insmod "/modules/$mod.ko"
+done </modules/order
+
+# Large msize: 9p throughput is bound by message size. cache=loose on the
+# read-only root makes exec/reads of host binaries much faster; the writable
+# share stays uncached so the host sees writes at once.
+p9="trans=virtio,version=9p2000.L,msize=512000"
+must mount -t 9p -o "$p9,ro,cache=loose" host /host
+# The host's /tmp and /run content is not meant for the guest; give it its own.
+must mount -t tmpfs -o mode=1777 tmp /host/tmp
+must mount -t tmpfs -o mode=755 run /host/run
+must mount -t proc proc /host/proc
+must mount -t sysfs sys /host/sys
+must mount -t devtmpfs dev /host/dev
+mkdir -p /host/dev/pts /host/dev/shm
+must mount -t devpts -o newinstance,ptmxmode=0666 devpts /host/dev/pts
+must mount -t tmpfs -o mode=1777 shm /host/dev/shm
+# mkdir only succeeds where writable (repo under /tmp); otherwise it exists.
+mkdir -p "/host$repo" 2>/dev/null
+must mount -t 9p -o "$p9,cache=none" work "/host$repo"
+[ -r "/host$repo/$cmd" ] || fail "command file $repo/$cmd not found"
+
+# The marker lets run-in-vm.sh measure boot time.
+echo "vmrun: starting command (guest uptime $(cut -d' ' -f1 /proc/uptime)s)"
+# A clean environment: run-in-vm.sh's command file exports what it needs.
+env -i chroot /host /bin/sh "$repo/$cmd" </dev/null
+status=$?
+sync
+echo "vmrun: command exited with status $status"
+# qemu exits with (byte << 1) | 1 on this write; run-in-vm.sh recovers the
+# 8th bit, lost in qemu's 8-bit exit code, from the line echoed above.
+# shellcheck disable=SC2059 # the format is the octal escape of the status byte
+printf "\\$(printf %o "$status")" | dd of=/dev/port bs=1 seek=244 count=1 conv=notrunc 2>/dev/null
+fail "isa-debug-exit port write did not stop qemu"

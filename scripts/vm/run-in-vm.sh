@@ -1,0 +1,134 @@
+#!/bin/bash
+# Run a command inside a QEMU guest that sees the host's filesystem.
+#
+# The host kernel cannot load modules, so module tests boot a stock Debian
+# kernel under TCG (KVM hangs here) whose root is the host's / (read-only 9p)
+# with the repository mounted writable at the same path. The command runs
+# as root in `chroot /host` with cwd = repository root; its exit status comes
+# back through qemu's isa-debug-exit device.
+#
+# Exit: the command's status; 124 on timeout; 125 if the guest died without
+# reporting or the kernel log shows a panic/BUG/Oops/WARNING; 130 on Ctrl-C.
+# Concurrent runs of the same kernel and --smp need distinct --log files.
+set -euo pipefail
+
+usage() {
+	cat >&2 <<EOF
+usage: $0 [--kernel RELEASE] [--smp N] [--mem MB] [--timeout SEC] [--cpu MODEL]
+          [--append "kernel args"] [--env NAME]... [--log FILE] -- COMMAND [ARG]...
+defaults: newest /boot/vmlinuz-*, --smp 1, --mem 1024, --timeout 600, --cpu max,
+          --log build/vm/RELEASE-smpN.log; \$CI is always passed to the guest.
+EOF
+	exit 2
+}
+die() { echo "run-in-vm: $*" >&2; exit 125; }
+
+here=$(cd "$(dirname "$0")" && pwd -P)
+repo=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null) || repo=$(cd "$here/../.." && pwd -P)
+build=$repo/build/vm
+
+kernel='' smp=1 mem=1024 tmo=600 cpu=max append='' log='' envs=(CI)
+while (($#)); do
+	case $1 in
+	--kernel) kernel=${2:?}; shift 2 ;;
+	--smp) smp=${2:?}; shift 2 ;;
+	--mem) mem=${2:?}; shift 2 ;;
+	--timeout) tmo=${2:?}; shift 2 ;;
+	--cpu) cpu=${2:?}; shift 2 ;;
+	--append) append=${2?}; shift 2 ;;
+	--log) log=${2:?}; shift 2 ;;
+	--env) [[ ${2:-} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || usage; envs+=("$2"); shift 2 ;;
+	--) shift; break ;;
+	*) usage ;;
+	esac
+done
+(($#)) || usage
+if [[ -z $kernel ]]; then
+	kernel=$(find /boot -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n1)
+	kernel=${kernel#/boot/vmlinuz-}
+fi
+[[ -n $kernel && -r /boot/vmlinuz-$kernel ]] || die "no readable /boot/vmlinuz-$kernel"
+# The repo path travels on the kernel command line, which splits on spaces.
+[[ $repo != *[[:space:]]* ]] || die "repository path contains whitespace: $repo"
+log=${log:-$build/$kernel-smp$smp.log}
+mkdir -p "$build" "$(dirname "$log")"
+
+# Rebuild the cached initramfs when its inputs change (scripts, busybox, kernel modules).
+initrd=$build/initramfs-$kernel.cpio.gz
+for dep in "$here/mkinitramfs.sh" "$here/guest-init.sh" "$(command -v busybox || echo /bin/busybox)" \
+	"/lib/modules/$kernel/modules.dep"; do
+	if [[ ! -e $initrd || $dep -nt $initrd ]]; then
+		"$here/mkinitramfs.sh" "$kernel" "$initrd" || die "initramfs build failed"
+		break
+	fi
+done
+
+# The command goes through a file in the writable share rather than the kernel
+# command line: no quoting or length limits, and the pid keeps concurrent runs apart.
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+cmdrel=build/vm/cmd.$$
+trap 'rm -f "$repo/$cmdrel"' EXIT
+{
+	echo "cd $(q "$repo") || exit 125"
+	echo "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb"
+	for name in "${envs[@]}"; do
+		[[ -v $name ]] && echo "export $name=$(q "${!name}")"
+	done
+	printf 'exec'
+	for arg in "$@"; do printf ' %s' "$(q "$arg")"; done
+	echo
+} >"$repo/$cmdrel"
+
+# shellcheck disable=SC2054 # commas are part of qemu option values
+qemu=(qemu-system-x86_64 -accel tcg -cpu "$cpu" -smp "$smp" -m "$mem"
+	-nographic -no-reboot -nic none
+	-device isa-debug-exit,iobase=0xf4,iosize=0x04
+	-kernel "/boot/vmlinuz-$kernel" -initrd "$initrd"
+	-append "console=ttyS0 panic=-1 oops=panic printk.time=1 vmrun.repo=$repo vmrun.cmd=$cmdrel $append"
+	-virtfs local,path=/,mount_tag=host,security_model=passthrough,readonly=on,multidevs=remap
+	-virtfs "local,path=$repo,mount_tag=work,security_model=passthrough,multidevs=remap")
+
+now() { local t=${EPOCHREALTIME//[!0-9]/}; echo $((10#$t / 1000)); } # ms
+secs() { printf '%d.%01d s' $(($1 / 1000)) $(($1 % 1000 / 100)); }
+start=$(now) booted=''
+# Stream the console to stdout and the log; note when the command starts.
+# lastpipe keeps `booted` set by the loop; \r comes from the serial line.
+shopt -s lastpipe
+# --foreground keeps qemu in our process group so that Ctrl-C reaches it.
+interrupted=''
+trap 'interrupted=1' INT TERM
+set +e
+timeout --foreground -k 10 "$tmo" "${qemu[@]}" </dev/null 2>&1 |
+	while IFS= read -r line || [[ -n $line ]]; do
+		line=${line%$'\r'}
+		printf '%s\n' "$line"
+		printf '%s\n' "$line" >&3
+		[[ -z $booted && $line == *'vmrun: starting command'* ]] && booted=$(now)
+	done 3>"$log"
+rc=${PIPESTATUS[0]}
+set -e
+trap - INT TERM
+end=$(now)
+echo "run-in-vm: kernel $kernel smp $smp: boot $(if [[ -n $booted ]]; then secs $((booted - start)); else echo n/a; fi), total $(secs $((end - start))), log $log" >&2
+
+# Kernel trouble fails the run even if the command passed. Only lines with a
+# printk timestamp count, so a test printing "WARNING:" itself is not flagged.
+trouble=$(grep -E '\[ *[0-9]+\.[0-9]+\].*(Kernel panic|BUG:|Oops|WARNING:)' "$log" | head -n 20) || true
+[[ -z $trouble ]] || printf 'run-in-vm: kernel log shows:\n%s\n' "$trouble" >&2
+[[ -z $interrupted ]] || { echo "run-in-vm: interrupted" >&2; exit 130; }
+# qemu exits with ((status << 1) | 1) & 0xff, so only 7 bits survive; the full
+# status is also printed by the guest init. Odd rc 1 without that line is qemu
+# failing on its own.
+reported=$(sed -n 's/.*vmrun: command exited with status \([0-9]*\).*/\1/p' "$log" | tail -n1)
+# timeout gives 124, or 137 after -k; a status of 68 also makes qemu exit 137.
+if ((rc == 124)) || ((rc == 137)) && [[ -z $reported ]]; then
+	echo "run-in-vm: timeout: no result after ${tmo}s" >&2
+	exit 124
+fi
+if ((rc % 2 == 0)) || [[ $rc == 1 && -z $reported ]]; then
+	die "guest died: qemu exited $rc without a status (panic, reset or qemu error; see $log)"
+fi
+status=$((rc >> 1))
+[[ -n $reported ]] && ((reported % 128 == status)) && status=$reported
+[[ -z $trouble ]] || die "failing: kernel problems above (command status $status)"
+exit "$status"
