@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * CPU hotplug: an offlined CPU keeps its files, which read as unmeasured
+ * (numbers: ENODATA); brought back, it is measured again without anyone
+ * asking.  Needs the module loaded, root, two CPUs and a hot-pluggable one.
+ */
+#include "kselftest_harness.h"
+#include "tscfk_test.h"
+
+static int set_online(int cpu, bool on)
+{
+	char path[128];
+	ssize_t n = write_file(cpu_path(path, sizeof(path), cpu, "online"),
+			       on ? "1" : "0", 1);
+
+	return n < 0 ? (int)n : 0;
+}
+
+/* The highest CPU that can go offline and is not the reference. */
+static int pick_victim(int ref)
+{
+	int cpus[MAX_CPUS], n = list_cpus(cpus, MAX_CPUS);
+	char path[128];
+
+	for (int i = n - 1; i >= 0; i--)
+		if (cpus[i] != ref && cpu_is_online(cpus[i]) &&
+		    access(cpu_path(path, sizeof(path), cpus[i], "online"), W_OK) == 0)
+			return cpus[i];
+	return -1;
+}
+
+static void expect_status(struct __test_metadata *_metadata, int cpu,
+			  const char *want)
+{
+	char path[128], buf[32];
+
+	ASSERT_LT(0, read_file(cpu_path(path, sizeof(path), cpu, "tsc/status"),
+			       buf, sizeof(buf)));
+	EXPECT_STREQ(want, buf) TH_LOG("cpu%d", cpu);
+}
+
+TEST(offline_then_online)
+{
+	static const char * const numbers[] = {
+		"tsc/offset_ticks", "tsc/offset_min_ticks",
+		"tsc/offset_max_ticks", "tsc/rounds", "tsc/consistent",
+	};
+	int64_t ref, victim;
+	uint64_t gen, deadline;
+	char path[128], buf[64];
+
+	REQUIRE_MODULE();
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "one CPU online: nothing to unplug");
+	ref = READ_S64(TSC_DIR "/reference_cpu");
+	victim = pick_victim((int)ref);
+	if (victim < 0)
+		SKIP(return, "no CPU other than the reference can go offline");
+	expect_status(_metadata, (int)victim, "measured\n");
+
+	ASSERT_EQ(0, set_online((int)victim, false));
+	expect_status(_metadata, (int)victim, "unmeasured\n");
+	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
+		EXPECT_EQ(-ENODATA, read_file(cpu_path(path, sizeof(path),
+						       (int)victim, numbers[i]),
+					      buf, sizeof(buf)))
+			TH_LOG("cpu%" PRId64 "/%s", victim, numbers[i]);
+	}
+
+	gen = READ_U64(TSC_DIR "/generation");
+	ASSERT_EQ(0, set_online((int)victim, true));
+	/* The module measures on its own after onlining; give it 60 s. */
+	deadline = now_ns(CLOCK_MONOTONIC) + 60000000000ull;
+	while (READ_U64(TSC_DIR "/generation") == gen &&
+	       now_ns(CLOCK_MONOTONIC) < deadline)
+		usleep(10000);
+	EXPECT_LT(gen, READ_U64(TSC_DIR "/generation"));
+	expect_status(_metadata, (int)victim, "measured\n");
+	EXPECT_LE(8u, READ_U64(cpu_path(path, sizeof(path), (int)victim, "tsc/rounds")));
+}
+
+TEST_HARNESS_MAIN

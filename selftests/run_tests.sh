@@ -1,0 +1,114 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Run every tsc_freq_khz selftest, in the order their module state needs,
+# as one KTAP stream.  Runs wherever the module can be loaded: on a host as
+# root, or in the QEMU guest (scripts/vm/run-in-vm.sh).
+#
+# Usage: run_tests.sh MODULE.ko [BINDIR]
+#   BINDIR holds the built tests (default: build/selftests next to this dir).
+# Environment: TSCFK_CYCLES (load/unload cycles, default 200).
+# Exit: 0 all passed, 1 something failed, 4 everything was skipped.
+# Unlike kselftest's run_tests, a failure makes the exit status non-zero.
+
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+ko=${1:?usage: run_tests.sh MODULE.ko [BINDIR]}
+bin=${2:-$here/../build/selftests}
+ko=$(realpath "$ko")
+
+# lifecycle_test loads with finit_module(2) itself and needs a plain .ko:
+# DKMS 3.0.10 compresses with xz's default CRC64 check, which the kernel's
+# own xz decoder refuses (EINVAL); kmod's insmod inflates it in userspace.
+plain_ko=$ko
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+case $ko in
+*.xz) plain_ko=$tmp/tsc_freq_khz.ko; xz -dc "$ko" > "$plain_ko" ;;
+esac
+
+tests=(estimator_test unload lifecycle_test clients_test load sysfs_test
+       trigger_test hotplug_test unload dmesg_clean)
+n=0 passed=0 failed=0 skipped=0
+
+echo "TAP version 13"
+echo "1..${#tests[@]}"
+
+# Record one result; $1 is the exit status (0 pass, 4 skip, else fail).
+result() {
+	local status=$1 name=$2 reason=${3:-}
+	n=$((n + 1))
+	case $status in
+	0) passed=$((passed + 1)); echo "ok $n selftests: tsc_freq_khz: $name" ;;
+	4) skipped=$((skipped + 1))
+	   echo "ok $n selftests: tsc_freq_khz: $name # SKIP $reason" ;;
+	*) failed=$((failed + 1))
+	   echo "not ok $n selftests: tsc_freq_khz: $name # exit=$status" ;;
+	esac
+}
+
+# A test program's output is nested under "# ", as kselftest does.
+run() {
+	local name=$1
+	shift
+	echo "# selftests: tsc_freq_khz: $name"
+	"$@" 2>&1 | sed -u 's/^/# /'
+	result "${PIPESTATUS[0]}" "$name" "see its output"
+}
+
+loaded() { [ -d /sys/module/tsc_freq_khz ]; }
+
+mark="tsc_freq_khz selftests start $$.$RANDOM"
+root=0
+if [ "$(id -u)" -eq 0 ] && [ -w /dev/kmsg ]; then
+	root=1
+	echo "$mark" > /dev/kmsg
+fi
+
+for t in "${tests[@]}"; do
+	case $t in
+	estimator_test)
+		run $t "$bin/$t" ;;
+	*) if [ $root -eq 0 ]; then
+		result 4 "$t" "needs root and /dev/kmsg"
+		continue
+	   fi ;;&
+	unload)
+		if loaded; then rmmod tsc_freq_khz; fi
+		loaded; result $(( $? == 0 ? 1 : 0 )) $t ;;
+	load)
+		insmod "$ko"; st=$?
+		[ $st -eq 0 ] && ! loaded && st=1
+		result $st $t ;;
+	lifecycle_test)
+		run $t env TSCFK_KO="$plain_ko" "$bin/$t" ;;
+	clients_test)
+		run $t "$here/clients_test.sh" "$ko" "$bin" ;;
+	dmesg_clean)
+		# Everything the kernel said since we started; the module's own
+		# messages are summarised, counted, for the record.
+		log=$(dmesg | sed -n "/$mark/,\$p" | sed 's/^\[[^]]*\] //')
+		bad=$(grep -E 'WARNING:|BUG:|Oops|Call Trace|general protection|soft lockup|hard LOCKUP|rcu.*stall|refcount_t' <<< "$log")
+		echo "# selftests: tsc_freq_khz: $t"
+		grep 'tsc_freq_khz:' <<< "$log" | sort | uniq -c | sort -rn | head -5 | sed 's/^/# /'
+		if [ -z "$log" ]; then
+			echo "# the start marker is gone from the kernel log"
+			result 1 $t
+		elif [ -n "$bad" ]; then
+			sed 's/^/# /' <<< "$bad"
+			result 1 $t
+		else
+			result 0 $t
+		fi ;;
+	*_test)
+		run $t "$bin/$t" ;;
+	esac
+done
+
+echo "# Totals: pass:$passed fail:$failed xfail:0 xpass:0 skip:$skipped error:0"
+if [ $failed -gt 0 ]; then
+	exit 1
+elif [ $passed -eq 0 ]; then
+	exit 4
+fi
+exit 0

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The 'remeasure' trigger: "1" measures again and returns when done,
+ * anything else is refused with EINVAL and changes nothing, concurrent
+ * triggers are serialised, and readers never see a torn or malformed value
+ * while a measurement runs.  Needs the module loaded, and root.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "kselftest_harness.h"
+#include "tscfk_test.h"
+
+#define TRIGGER TSC_DIR "/remeasure"
+
+TEST(one_triggers_one_measurement)
+{
+	static const char * const ones[] = { "1", "1\n" };
+
+	REQUIRE_MODULE();
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t gen = READ_U64(TSC_DIR "/generation");
+		uint64_t when = READ_U64(TSC_DIR "/last_measured_ns");
+		uint64_t start = now_ns(CLOCK_MONOTONIC);
+		size_t len = strlen(ones[i]);
+
+		ASSERT_EQ((ssize_t)len, write_file(TRIGGER, ones[i], len));
+		/* Done when write() returns: one run, started after we asked. */
+		EXPECT_EQ(gen + 1, READ_U64(TSC_DIR "/generation"));
+		EXPECT_LT(when, READ_U64(TSC_DIR "/last_measured_ns"));
+		EXPECT_LE(start, READ_U64(TSC_DIR "/last_measured_ns"));
+	}
+}
+
+TEST(bad_writes_change_nothing)
+{
+	static const char * const bad[] = {
+		"0", "2", "abc", "\n", "11", "1x", " 1", "+1", "01", "1\n1",
+		"-1", "1 ",
+	};
+	static char junk[4096];
+	uint64_t gen, when;
+
+	REQUIRE_MODULE();
+	gen = READ_U64(TSC_DIR "/generation");
+	when = READ_U64(TSC_DIR "/last_measured_ns");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		EXPECT_EQ(-EINVAL, write_file(TRIGGER, bad[i], strlen(bad[i])))
+			TH_LOG("write '%s'", bad[i]);
+	}
+
+	memset(junk, 'x', sizeof(junk));
+	junk[0] = '1';	/* a valid start does not save a junk tail */
+	EXPECT_EQ(-EINVAL, write_file(TRIGGER, junk, sizeof(junk)));
+	memset(junk, '1', sizeof(junk));
+	EXPECT_EQ(-EINVAL, write_file(TRIGGER, junk, sizeof(junk)));
+
+	/* sysfs answers an empty write with 0 before the module sees it. */
+	EXPECT_EQ(0, write_file(TRIGGER, "", 0));
+
+	EXPECT_EQ(gen, READ_U64(TSC_DIR "/generation"));
+	EXPECT_EQ(when, READ_U64(TSC_DIR "/last_measured_ns"));
+}
+
+static void *trigger_once(void *arg)
+{
+	*(ssize_t *)arg = write_file(TRIGGER, "1", 1);
+	return NULL;
+}
+
+/* Eight at once: all succeed, measurements do not overlap or get lost. */
+TEST(concurrent_triggers)
+{
+	pthread_t threads[8];
+	ssize_t ret[8];
+	uint64_t gen, after;
+
+	REQUIRE_MODULE();
+	gen = READ_U64(TSC_DIR "/generation");
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(0, pthread_create(&threads[i], NULL, trigger_once, &ret[i]));
+	for (int i = 0; i < 8; i++) {
+		pthread_join(threads[i], NULL);
+		EXPECT_EQ(1, ret[i]);
+	}
+	after = READ_U64(TSC_DIR "/generation");
+	/* Requests that arrive while a run is queued share the next run. */
+	EXPECT_LE(gen + 1, after);
+	EXPECT_GE(gen + 8, after);
+	TH_LOG("8 triggers, %" PRIu64 " measurements", after - gen);
+}
+
+#define READERS 64
+
+struct reader {
+	atomic_bool *stop;
+	unsigned long reads, bad;
+	char last_bad[256];
+};
+
+/* Every file a reader may look at, with what a valid read may hold. */
+static const char *const files[] = {
+	FREQ_FILE, TSC_DIR "/unstable", TSC_DIR "/reference_cpu",
+	TSC_DIR "/generation", TSC_DIR "/last_measured_ns",
+	TSC_DIR "/max_irqoff_ns", TSC_DIR "/max_skew_ticks",
+	TSC_DIR "/monotonic", CPU_SYS "/cpu0/tsc/status",
+	CPU_SYS "/cpu0/tsc/offset_ticks", CPU_SYS "/cpu0/tsc/offset_min_ticks",
+	CPU_SYS "/cpu0/tsc/offset_max_ticks", CPU_SYS "/cpu1/tsc/offset_ticks",
+	CPU_SYS "/cpu1/tsc/status", CPU_SYS "/cpu1/tsc/rounds",
+};
+
+static bool well_formed(const char *path, int err, const char *buf)
+{
+	int64_t v;
+
+	if (strstr(path, "/status")) {
+		return !err && (!strcmp(buf, "reference\n") ||
+				!strcmp(buf, "measured\n") ||
+				!strcmp(buf, "unmeasured\n"));
+	}
+	/* An unmeasured CPU's numbers read as ENODATA; cpu1 may not exist. */
+	if (strstr(path, "/cpu") && (err == -ENODATA || err == -ENOENT))
+		return true;
+	return !err && read_s64(path, &v) != -EBADMSG;
+}
+
+static void *read_loop(void *arg)
+{
+	struct reader *r = arg;
+	unsigned int i = 0;
+
+	while (!atomic_load(r->stop)) {
+		const char *path = files[i++ % (sizeof(files) / sizeof(files[0]))];
+		char buf[64];
+		int n = read_file(path, buf, sizeof(buf));
+
+		r->reads++;
+		if (!well_formed(path, n < 0 ? n : 0, buf)) {
+			r->bad++;
+			snprintf(r->last_bad, sizeof(r->last_bad), "%s: %s",
+				 path, n < 0 ? strerror(-n) : buf);
+		}
+	}
+	return NULL;
+}
+
+TEST(readers_during_remeasure)
+{
+	static struct reader readers[READERS];
+	pthread_t threads[READERS];
+	atomic_bool stop = false;
+	unsigned long reads = 0;
+
+	REQUIRE_MODULE();
+	for (int i = 0; i < READERS; i++) {
+		readers[i] = (struct reader){ .stop = &stop };
+		ASSERT_EQ(0, pthread_create(&threads[i], NULL, read_loop, &readers[i]));
+	}
+	for (int i = 0; i < 5; i++)
+		EXPECT_EQ(1, write_file(TRIGGER, "1", 1));
+	atomic_store(&stop, true);
+	for (int i = 0; i < READERS; i++) {
+		pthread_join(threads[i], NULL);
+		reads += readers[i].reads;
+		EXPECT_EQ(0u, readers[i].bad) TH_LOG("reader %d: %s", i,
+						     readers[i].last_bad);
+	}
+	TH_LOG("%d readers, %lu reads during 5 measurements", READERS, reads);
+	EXPECT_LT((unsigned long)READERS, reads);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the tsc_freq_khz selftests: strict readers of the
+ * module's files (one value and a newline, nothing else), writers that
+ * return -errno, and the CPU list.
+ */
+#ifndef TSCFK_TEST_H
+#define TSCFK_TEST_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CPU_SYS		"/sys/devices/system/cpu"
+#define TSC_DIR		CPU_SYS "/tsc"
+#define FREQ_FILE	CPU_SYS "/cpu0/tsc_freq_khz"
+#define MODULE_DIR	"/sys/module/tsc_freq_khz"
+#define MAX_CPUS	1024
+
+/* Whole file into buf, NUL-terminated: length, or -errno. */
+static inline int read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	if (n < 0)
+		n = -errno;
+	close(fd);
+	if (n >= 0)
+		buf[n] = '\0';
+	return (int)n;
+}
+
+/*
+ * A decimal integer, optionally negative, then exactly one newline: the
+ * format every numeric file promises.  0 or -errno (-EBADMSG: malformed).
+ */
+static inline int read_s64(const char *path, int64_t *val)
+{
+	char buf[64], *end;
+	int n = read_file(path, buf, sizeof(buf));
+
+	if (n < 0)
+		return n;
+	if (n < 2 || buf[n - 1] != '\n' || !(buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9')))
+		return -EBADMSG;
+	errno = 0;
+	*val = strtoll(buf, &end, 10);
+	if (errno || end != buf + n - 1)
+		return -EBADMSG;
+	return 0;
+}
+
+static inline int read_u64(const char *path, uint64_t *val)
+{
+	char buf[64], *end;
+	int n = read_file(path, buf, sizeof(buf));
+
+	if (n < 0)
+		return n;
+	if (n < 2 || buf[n - 1] != '\n' || buf[0] < '0' || buf[0] > '9')
+		return -EBADMSG;
+	errno = 0;
+	*val = strtoull(buf, &end, 10);
+	if (errno || end != buf + n - 1)
+		return -EBADMSG;
+	return 0;
+}
+
+/* Read a file that must hold a number; abort the test otherwise. */
+#define READ_U64(path) ({						\
+	uint64_t __v = 0;						\
+	int __err = read_u64(path, &__v);				\
+	ASSERT_EQ(0, __err) TH_LOG("%s: %s", path, strerror(-__err));	\
+	__v; })
+
+#define READ_S64(path) ({						\
+	int64_t __v = 0;						\
+	int __err = read_s64(path, &__v);				\
+	ASSERT_EQ(0, __err) TH_LOG("%s: %s", path, strerror(-__err));	\
+	__v; })
+
+/* One write(2) of len bytes: bytes written, or -errno. */
+static inline ssize_t write_file(const char *path, const void *data,
+				 size_t len)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, data, len);
+	if (n < 0)
+		n = -errno;
+	close(fd);
+	return n;
+}
+
+static inline const char *cpu_path(char *buf, size_t size, int cpu,
+				   const char *file)
+{
+	snprintf(buf, size, CPU_SYS "/cpu%d/%s", cpu, file);
+	return buf;
+}
+
+/* CPU 0 may have no 'online' file: it then cannot go offline. */
+static inline bool cpu_is_online(int cpu)
+{
+	char path[128], buf[8];
+
+	if (read_file(cpu_path(path, sizeof(path), cpu, "online"), buf,
+		      sizeof(buf)) < 0)
+		return access(cpu_path(path, sizeof(path), cpu, ""), F_OK) == 0;
+	return buf[0] == '1';
+}
+
+/* The CPU numbers that have a device, in order; returns how many. */
+static inline int list_cpus(int *cpus, int max)
+{
+	DIR *d = opendir(CPU_SYS);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d)) && n < max) {
+		char *end;
+		long cpu;
+
+		if (strncmp(de->d_name, "cpu", 3) || de->d_name[3] < '0' ||
+		    de->d_name[3] > '9')
+			continue;
+		cpu = strtol(de->d_name + 3, &end, 10);
+		if (*end == '\0')
+			cpus[n++] = (int)cpu;
+	}
+	closedir(d);
+	/* Insertion sort: a handful of CPUs. */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && cpus[j - 1] > cpus[j]; j--) {
+			int t = cpus[j];
+
+			cpus[j] = cpus[j - 1];
+			cpus[j - 1] = t;
+		}
+	return n;
+}
+
+static inline uint64_t now_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Skip the whole test program unless the module's files are there. */
+#define REQUIRE_MODULE()						\
+	do {								\
+		if (access(TSC_DIR, F_OK))				\
+			SKIP(return, "%s missing: module not loaded", TSC_DIR); \
+	} while (0)
+
+#endif /* TSCFK_TEST_H */
