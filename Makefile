@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# tsc_freq_khz: the module, its tests and the two commands of the README.
+#
+#   make                 build tsc_freq_khz.ko for KERNELRELEASE (or KDIR)
+#   make install         install it (INSTALL_MOD_PATH, DESTDIR honoured)
+#   make run             build, load (here or in a QEMU guest), show the files
+#   make check           every test: style, builds, unit, DKMS, guests
+#   sudo make check-host the selftests on this machine's own kernel
+#
+# Kbuild, not this file, lists the module's sources.
+
+KERNELRELEASE ?= $(shell uname -r)
+# Default: the running kernel's build tree, else the newest one installed.
+ifeq ($(origin KDIR),undefined)
+KDIR := $(wildcard /lib/modules/$(KERNELRELEASE)/build)
+ifeq ($(KDIR)$(origin KERNELRELEASE),file)
+KDIR := $(lastword $(sort $(wildcard /lib/modules/*/build)))
+endif
+endif
+
+BUILD := $(CURDIR)/build
+VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
+SOURCES := Kbuild $(wildcard module/*.[ch] common/*.[ch])
+
+# Every kernel with a build tree here; 'make check' builds and boots each.
+KERNELS ?= $(sort $(patsubst /lib/modules/%/build,%,$(wildcard /lib/modules/*/build)))
+SMP ?= 1 4
+
+all: module
+
+module: $(SOURCES)
+	@test -n "$(KDIR)" || { echo "no kernel build tree: install linux-headers-$(KERNELRELEASE)" >&2; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+install: module
+	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR)$(INSTALL_MOD_PATH) modules_install
+	@# kbuild skips depmod without System.map, as Debian's headers have none.
+	depmod -b "$(or $(DESTDIR)$(INSTALL_MOD_PATH),/)" $(shell cat $(KDIR)/include/config/kernel.release)
+
+clean:
+	@test -z "$(KDIR)" || $(MAKE) -C $(KDIR) M=$(CURDIR) clean
+	rm -rf $(BUILD)
+
+deps-run deps-check: deps-%:
+	@scripts/install-deps.sh $*
+
+# checkpatch.pl and the kselftest headers, from Debian's linux-source-6.1.
+LINUX_SOURCE := $(BUILD)/linux-source
+$(LINUX_SOURCE)/.extracted: /usr/src/linux-source-6.1.tar.xz
+	rm -rf $(LINUX_SOURCE) && mkdir -p $(LINUX_SOURCE)
+	tar -xJf $< -C $(LINUX_SOURCE) --strip-components=1 \
+		linux-source-6.1/scripts/checkpatch.pl \
+		linux-source-6.1/scripts/spelling.txt \
+		linux-source-6.1/scripts/const_structs.checkpatch \
+		linux-source-6.1/tools/testing/selftests/kselftest.h \
+		linux-source-6.1/tools/testing/selftests/kselftest_harness.h
+	touch $@
+linux-source: $(LINUX_SOURCE)/.extracted
+
+# The shared estimator is plain C11 on purpose (userspace compiles it too),
+# so kernel type names are not asked of it.
+style: linux-source
+	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
+		--max-line-length=100 -f module/*.[ch]
+	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
+		--ignore PREFER_KERNEL_TYPES -f common/*.[ch]
+
+# W=1 and sparse (C=2) for every kernel, each in its own copy of the tree
+# so that builds for different kernels never share objects.  Any warning
+# fails.
+kbuild-check: $(addprefix $(BUILD)/kbuild/,$(addsuffix /tsc_freq_khz.ko,$(KERNELS)))
+$(BUILD)/kbuild/%/tsc_freq_khz.ko: $(SOURCES)
+	rm -rf $(@D) && mkdir -p $(@D) && cp -a Kbuild module common $(@D)/
+	$(MAKE) -C /lib/modules/$*/build M=$(@D) W=1 C=2 modules > $(@D)/build.log 2>&1 || { cat $(@D)/build.log; exit 1; }
+	@if grep -E 'warning|error' $(@D)/build.log; then rm -f $@; exit 1; fi
+	@echo "  $*: W=1 and sparse clean"
+
+selftests: linux-source
+	$(MAKE) -C selftests OUTPUT=$(BUILD)/selftests KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests
+
+check-unit: selftests
+	$(BUILD)/selftests/estimator_test
+
+# DKMS exactly as a fleet uses it, but with private source and module trees
+# instead of /usr/src and /var/lib/dkms/<module>.  Like any DKMS host, dkms
+# makes its module-signing key /var/lib/dkms/mok.key on first use.
+DKMS_DIR := $(BUILD)/dkms
+DKMS := dkms --dkmstree $(DKMS_DIR)/tree --sourcetree $(DKMS_DIR)/src
+DKMS_KO = $(wildcard $(DKMS_DIR)/tree/tsc-freq-khz/$(VERSION)/$(1)/$(shell uname -m)/module/tsc_freq_khz.ko*)
+dkms-check:
+	rm -rf $(DKMS_DIR) && mkdir -p $(DKMS_DIR)/tree $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)
+	cp -a Kbuild Makefile dkms.conf module common $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)/
+	$(DKMS) add -m tsc-freq-khz -v $(VERSION)
+	set -e; for k in $(KERNELS); do \
+		$(DKMS) build -m tsc-freq-khz -v $(VERSION) -k $$k; \
+	done
+	$(DKMS) status -m tsc-freq-khz
+
+# Boot each kernel at each CPU count and run the selftests on the DKMS-built
+# module.  run-in-vm.sh fails on a panic, an oops, a WARN or a timeout, and
+# we fail on any "not ok" as well.
+VM_RUNS := $(foreach k,$(KERNELS),$(foreach n,$(SMP),vm-$(k)-smp$(n)))
+vm-check: $(VM_RUNS)
+$(VM_RUNS): vm-%: selftests dkms-check
+	@mkdir -p $(BUILD)/vm
+	scripts/vm/run-in-vm.sh --kernel $(word 1,$(subst -smp, ,$*)) \
+		--smp $(word 2,$(subst -smp, ,$*)) --log $(BUILD)/vm/$*.log \
+		--env TSCFK_CYCLES -- \
+		selftests/run_tests.sh $(call DKMS_KO,$(word 1,$(subst -smp, ,$*))) $(BUILD)/selftests
+	@! grep -a '^not ok' $(BUILD)/vm/$*.log
+
+check: deps-check
+	$(MAKE) style
+	$(MAKE) kbuild-check
+	$(MAKE) check-unit
+	$(MAKE) vm-check
+	@cat $(foreach r,$(VM_RUNS),$(BUILD)/vm/$(r).log) | awk \
+		'/^ok .*# SKIP/ { s++; next } /^ok / { p++ } /^not ok / { f++ } \
+		END { printf "check: %d passed, %d failed, %d skipped\n", p, f, s }'
+
+# On a machine whose kernel loads modules: the same selftests, directly.
+check-host: module selftests
+	selftests/run_tests.sh tsc_freq_khz.ko $(BUILD)/selftests
+
+# Show what the module exports and what it means: on this kernel if it
+# takes modules, else in a guest booting the newest installed kernel.
+run: deps-run
+	@if [ -e /proc/modules ]; then \
+		$(MAKE) module && scripts/show.sh --load tsc_freq_khz.ko; \
+	else \
+		k=$(lastword $(KERNELS)); \
+		$(MAKE) $(BUILD)/kbuild/$$k/tsc_freq_khz.ko && \
+		scripts/vm/run-in-vm.sh --kernel $$k --smp 2 -- \
+			scripts/show.sh --load $(BUILD)/kbuild/$$k/tsc_freq_khz.ko; \
+	fi
+
+.PHONY: all module install clean linux-source style kbuild-check selftests \
+	check-unit dkms-check vm-check $(VM_RUNS) check check-host run \
+	deps-run deps-check

@@ -1,0 +1,48 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# Install the Debian packages a target needs; quiet and quick when they are
+# all there already.  Usage: install-deps.sh run|check
+#   run:   build the module and show it (headers, or the QEMU guest)
+#   check: everything 'make check' uses
+set -eu
+
+# Kernels the module is built and tested against: Debian bookworm's 6.1 and
+# 6.12 (generic flavour), with the headers to build for them.
+kernels="linux-image-amd64 linux-headers-amd64 linux-image-6.12-amd64 linux-headers-6.12-amd64"
+build="make gcc libc6-dev kmod xz-utils"
+guest="qemu-system-x86 busybox-static cpio"
+
+case "${1:-}" in
+run)
+	pkgs="$build $guest $kernels"
+	# With module support, the running kernel's headers are enough.
+	if [ -e /proc/modules ]; then
+		pkgs="$build linux-headers-$(uname -r)"
+	fi ;;
+check)
+	pkgs="$build $guest $kernels linux-source-6.1 dkms sparse perl
+	      clang-14 libclang-rt-14-dev libabsl-dev g++ pkg-config" ;;
+*)
+	echo "usage: $0 run|check" >&2
+	exit 2 ;;
+esac
+
+missing=
+for p in $pkgs; do
+	dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "missing packages:$missing; run as root or install them" >&2
+	exit 1
+fi
+echo "installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+# Our guest boots its own initramfs: skip building one per kernel image.
+export INITRD=No
+apt-get update -qq
+# shellcheck disable=SC2086 # word splitting of the list is intended
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
