@@ -115,7 +115,7 @@ check: deps-check
 	$(MAKE) kbuild-check
 	$(MAKE) check-unit
 	$(MAKE) vm-check
-	@cat $(foreach r,$(VM_RUNS),$(BUILD)/vm/$(r).log) | awk \
+	@cat $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS)) | awk \
 		'/^ok .*# SKIP/ { s++; next } /^ok / { p++ } /^not ok / { f++ } \
 		END { printf "check: %d passed, %d failed, %d skipped\n", p, f, s }'
 
