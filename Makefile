@@ -25,7 +25,9 @@ SOURCES := Kbuild $(wildcard module/*.[ch] common/*.[ch])
 
 # Every kernel with a build tree here; 'make check' builds and boots each.
 KERNELS ?= $(sort $(patsubst /lib/modules/%/build,%,$(wildcard /lib/modules/*/build)))
-SMP ?= 1 4
+# 1 and 4 CPUs: 6.1 keeps its TSC at 1 and marks it unstable at 4 under TCG;
+# 2, as many as this machine's cores, to hold the IRQ-off bound.
+SMP ?= 1 2 4
 
 all: module
 
@@ -62,7 +64,7 @@ linux-source: $(LINUX_SOURCE)/.extracted
 # so kernel type names are not asked of it.
 style: linux-source
 	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
-		--max-line-length=100 -f module/*.[ch]
+		-f module/*.[ch]
 	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
 		--ignore PREFER_KERNEL_TYPES -f common/*.[ch]
 
@@ -102,12 +104,17 @@ dkms-check:
 # we fail on any "not ok" as well.
 VM_RUNS := $(foreach k,$(KERNELS),$(foreach n,$(SMP),vm-$(k)-smp$(n)))
 vm-check: $(VM_RUNS)
+# More vCPUs than host CPUs: the host preempts vCPUs inside IRQ-off windows.
+HOST_CPUS := $(shell nproc)
+vm_kernel = $(word 1,$(subst -smp, ,$(1)))
+vm_smp = $(word 2,$(subst -smp, ,$(1)))
 $(VM_RUNS): vm-%: selftests dkms-check
 	@mkdir -p $(BUILD)/vm
-	scripts/vm/run-in-vm.sh --kernel $(word 1,$(subst -smp, ,$*)) \
-		--smp $(word 2,$(subst -smp, ,$*)) --log $(BUILD)/vm/$*.log \
-		--env TSCFK_CYCLES -- \
-		selftests/run_tests.sh $(call DKMS_KO,$(word 1,$(subst -smp, ,$*))) $(BUILD)/selftests
+	$(if $(filter-out 0,$(shell echo $$(( $(call vm_smp,$*) > $(HOST_CPUS) )))), \
+		TSCFK_OVERCOMMITTED="$(call vm_smp,$*) vCPUs on $(HOST_CPUS) host CPUs") \
+	scripts/vm/run-in-vm.sh --kernel $(call vm_kernel,$*) --smp $(call vm_smp,$*) \
+		--log $(BUILD)/vm/$*.log --env TSCFK_CYCLES --env TSCFK_OVERCOMMITTED -- \
+		selftests/run_tests.sh $(call DKMS_KO,$(call vm_kernel,$*)) $(BUILD)/selftests
 	@! grep -a '^not ok' $(BUILD)/vm/$*.log
 
 check: deps-check
@@ -125,15 +132,17 @@ check-host: module selftests
 
 # Show what the module exports and what it means: on this kernel if it
 # takes modules, else in a guest booting the newest installed kernel.
+# show.sh exits 1 for "not trustworthy": a finding, not a failure.
 run: deps-run
 	@if [ -e /proc/modules ]; then \
-		$(MAKE) module && scripts/show.sh --load tsc_freq_khz.ko; \
+		$(MAKE) -s module && scripts/show.sh --load tsc_freq_khz.ko; \
 	else \
 		k=$(lastword $(KERNELS)); \
-		$(MAKE) $(BUILD)/kbuild/$$k/tsc_freq_khz.ko && \
-		scripts/vm/run-in-vm.sh --kernel $$k --smp 2 -- \
+		$(MAKE) -s $(BUILD)/kbuild/$$k/tsc_freq_khz.ko && \
+		echo "This kernel cannot load modules: booting $$k in QEMU with 2 CPUs" && \
+		scripts/vm/run-in-vm.sh --quiet --kernel $$k --smp 2 -- \
 			scripts/show.sh --load $(BUILD)/kbuild/$$k/tsc_freq_khz.ko; \
-	fi
+	fi || [ $$? -eq 1 ]
 
 .PHONY: all module install clean linux-source style kbuild-check selftests \
 	check-unit dkms-check vm-check $(VM_RUNS) check check-host run \

@@ -334,9 +334,15 @@ TEST(summary_matches_per_cpu)
 	EXPECT_EQ((uint64_t)monotonic, READ_U64(TSC_DIR "/monotonic"));
 }
 
-/* The last measurement is in the past, and its IRQ-off windows bounded. */
+/*
+ * The last measurement is in the past, and its IRQ-off windows bounded by
+ * irqoff_max_us plus 1 ms for SMIs and the like.  A guest with more vCPUs
+ * than its host has CPUs loses whole host time slices inside its windows:
+ * the harness says so in $TSCFK_OVERCOMMITTED and the bound is not held.
+ */
 TEST(measurement_summary)
 {
+	const char *overcommitted = getenv("TSCFK_OVERCOMMITTED");
 	uint64_t gen = READ_U64(TSC_DIR "/generation");
 	uint64_t when = READ_U64(TSC_DIR "/last_measured_ns");
 	uint64_t irqoff = READ_U64(TSC_DIR "/max_irqoff_ns");
@@ -353,6 +359,10 @@ TEST(measurement_summary)
 		EXPECT_EQ(0u, irqoff);	/* nothing to measure against */
 	} else {
 		EXPECT_LT(0u, irqoff);
+		if (overcommitted)
+			TH_LOG("bound not asserted: %s", overcommitted);
+		else
+			EXPECT_GE((bound_us + 1000) * 1000, irqoff);
 	}
 }
 
