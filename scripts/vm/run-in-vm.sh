@@ -15,7 +15,8 @@ set -euo pipefail
 usage() {
 	cat >&2 <<EOF
 usage: $0 [--kernel RELEASE] [--smp N] [--mem MB] [--timeout SEC] [--cpu MODEL]
-          [--append "kernel args"] [--env NAME]... [--log FILE] -- COMMAND [ARG]...
+          [--append "kernel args"] [--env NAME]... [--log FILE] [--quiet] -- COMMAND [ARG]...
+--quiet: show only the command's output (the log keeps the whole console)
 defaults: newest /boot/vmlinuz-*, --smp 1, --mem 1024, --timeout 600, --cpu max,
           --log build/vm/RELEASE-smpN.log; \$CI is always passed to the guest.
 EOF
@@ -27,7 +28,7 @@ here=$(cd "$(dirname "$0")" && pwd -P)
 repo=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null) || repo=$(cd "$here/../.." && pwd -P)
 build=$repo/build/vm
 
-kernel='' smp=1 mem=1024 tmo=600 cpu=max append='' log='' envs=(CI)
+kernel='' smp=1 mem=1024 tmo=600 cpu=max append='' log='' envs=(CI) quiet=
 while (($#)); do
 	case $1 in
 	--kernel) kernel=${2:?}; shift 2 ;;
@@ -37,6 +38,7 @@ while (($#)); do
 	--cpu) cpu=${2:?}; shift 2 ;;
 	--append) append=${2?}; shift 2 ;;
 	--log) log=${2:?}; shift 2 ;;
+	--quiet) quiet=1; shift ;;
 	--env) [[ ${2:-} =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || usage; envs+=("$2"); shift 2 ;;
 	--) shift; break ;;
 	*) usage ;;
@@ -101,8 +103,11 @@ set +e
 timeout --foreground -k 10 "$tmo" "${qemu[@]}" </dev/null 2>&1 |
 	while IFS= read -r line || [[ -n $line ]]; do
 		line=${line%$'\r'}
-		printf '%s\n' "$line"
 		printf '%s\n' "$line" >&3
+		# Quiet: the command's own lines, not firmware, kernel or vmrun ones.
+		if [[ -z $quiet ]] || [[ -n $booted && $line != '['*']'* && $line != vmrun:* ]]; then
+			printf '%s\n' "$line"
+		fi
 		[[ -z $booted && $line == *'vmrun: starting command'* ]] && booted=$(now)
 	done 3>"$log"
 rc=${PIPESTATUS[0]}

@@ -1,0 +1,67 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Print everything tsc_freq_khz exports, with units, and what it means.
+# Usage: show.sh [--load MODULE.ko]
+#   --load: insmod the module first (root), unless it is loaded already.
+# Exit: 0 if the TSC can be trusted across CPUs, 1 if not, 2 on error.
+
+set -u
+cpu=/sys/devices/system/cpu
+tsc=$cpu/tsc
+
+if [ "${1:-}" = --load ]; then
+	ko=${2:?usage: show.sh [--load MODULE.ko]}
+	if [ ! -d /sys/module/tsc_freq_khz ]; then
+		insmod "$ko" || { echo "show: cannot load $ko" >&2; exit 2; }
+	fi
+fi
+if [ ! -d "$tsc" ]; then
+	echo "show: $tsc missing: is tsc_freq_khz loaded?" >&2
+	exit 2
+fi
+
+val() { cat "$1" 2>/dev/null || echo "n/a"; }
+yesno() { [ "$(val "$1")" = 1 ] && echo yes || echo no; }
+
+khz=$(val $cpu/cpu0/tsc_freq_khz)
+ref=$(val $tsc/reference_cpu)
+skew=$(val $tsc/max_skew_ticks)
+
+echo "TSC frequency         $khz kHz   ($cpu/cpu0/tsc_freq_khz)"
+echo "Kernel clocksource    $(val $cpu/../clocksource/clocksource0/current_clocksource)"
+echo "Marked unstable       $(yesno $tsc/unstable)"
+for f in constant_tsc nonstop_tsc tsc_known_freq tsc_reliable tsc_adjust; do
+	printf 'CPU flag %-14s %s\n' "$f" "$(yesno $tsc/$f)"
+done
+echo
+echo "Offsets against cpu$ref, measured $(val $tsc/generation) time(s):"
+printf '  %-6s %-11s %12s  %-26s %7s %s\n' cpu status "offset/ticks" "certainly within" rounds consistent
+for d in "$cpu"/cpu[0-9]*/tsc; do
+	n=${d%/tsc}; n=${n##*/cpu}
+	printf '  %-6s %-11s %12s  %-26s %7s %s\n' "cpu$n" "$(val "$d/status")" \
+		"$(val "$d/offset_ticks")" \
+		"[$(val "$d/offset_min_ticks"), $(val "$d/offset_max_ticks")]" \
+		"$(val "$d/rounds")" "$(val "$d/consistent")"
+done
+echo
+awk -v t="$skew" -v k="$khz" 'BEGIN { printf "Max skew              %s ticks = %.1f ns (upper bound)\n", t, t * 1e6 / k }'
+echo "Monotonic across CPUs $(yesno $tsc/monotonic)"
+echo "Longest IRQ-off       $(val $tsc/max_irqoff_ns) ns (bound $(val /sys/module/tsc_freq_khz/parameters/irqoff_max_us) us)"
+awk -v w="$(val $tsc/last_measured_ns)" \
+	'BEGIN { printf "Last measured at      %.3f s of CLOCK_MONOTONIC\n", w / 1e9 }'
+
+# The verdict: can timestamps taken on different CPUs be compared?
+why=()
+[ "$(val $tsc/unstable)" = 1 ] && why+=("the kernel marked the TSC unstable")
+[ "$(val $tsc/constant_tsc)" = 1 ] || why+=("no constant_tsc: the rate may follow the core clock")
+[ "$(val $tsc/nonstop_tsc)" = 1 ] || why+=("no nonstop_tsc: the TSC may stop in deep idle")
+[ "$(val $tsc/monotonic)" = 1 ] || why+=("cross-CPU monotonicity not proven (see the table)")
+echo
+if [ ${#why[@]} -eq 0 ]; then
+	echo "Verdict: TSC trustworthy across CPUs: yes"
+	exit 0
+fi
+echo "Verdict: TSC trustworthy across CPUs: no, because"
+printf '  - %s\n' "${why[@]}"
+exit 1
