@@ -4,6 +4,9 @@
  * (numbers: ENODATA); brought back, it is measured again without anyone
  * asking.  Needs the module loaded, root, two CPUs and a hot-pluggable one.
  */
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "kselftest_harness.h"
 #include "tscfk_test.h"
 
@@ -77,6 +80,68 @@ TEST(offline_then_online)
 	EXPECT_LT(gen, READ_U64(TSC_DIR "/generation"));
 	expect_status(_metadata, (int)victim, "measured\n");
 	EXPECT_LE(8u, READ_U64(cpu_path(path, sizeof(path), (int)victim, "tsc/rounds")));
+}
+
+struct trigger_loop {
+	atomic_bool stop;
+	unsigned long runs, errors;
+};
+
+static void *trigger_loop(void *arg)
+{
+	struct trigger_loop *t = arg;
+
+	while (!atomic_load(&t->stop)) {
+		if (write_file(TSC_DIR "/remeasure", "1", 1) == 1)
+			t->runs++;
+		else
+			t->errors++;
+	}
+	return NULL;
+}
+
+/*
+ * CPUs going away and coming back while measurements run back to back:
+ * nothing hangs (each step has a deadline), no write fails, and once the
+ * churn stops every online CPU is measured again.
+ */
+TEST(offline_online_during_remeasure)
+{
+	struct trigger_loop t = { .stop = false };
+	int cpus[MAX_CPUS], n, victim;
+	uint64_t start = now_ns(CLOCK_MONOTONIC);
+	pthread_t thread;
+	char path[128], buf[32];
+
+	REQUIRE_MODULE();
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "one CPU online: nothing to unplug");
+	victim = pick_victim((int)READ_S64(TSC_DIR "/reference_cpu"));
+	if (victim < 0)
+		SKIP(return, "no CPU other than the reference can go offline");
+
+	ASSERT_EQ(0, pthread_create(&thread, NULL, trigger_loop, &t));
+	for (int i = 0; i < 10; i++) {
+		EXPECT_EQ(0, set_online(victim, false));
+		EXPECT_EQ(0, set_online(victim, true));
+	}
+	atomic_store(&t.stop, true);
+	pthread_join(thread, NULL);
+	TH_LOG("10 offline/online cycles of cpu%d during %lu measurements, %.1f s",
+	       victim, t.runs, (now_ns(CLOCK_MONOTONIC) - start) / 1e9);
+	EXPECT_EQ(0u, t.errors);
+	EXPECT_LT(0u, t.runs);
+
+	/* A last measurement that starts after the churn covers everyone. */
+	ASSERT_EQ(1, write_file(TSC_DIR "/remeasure", "1", 1));
+	n = list_cpus(cpus, MAX_CPUS);
+	for (int i = 0; i < n; i++) {
+		if (!cpu_is_online(cpus[i]))
+			continue;
+		ASSERT_LT(0, read_file(cpu_path(path, sizeof(path), cpus[i], "tsc/status"),
+				       buf, sizeof(buf)));
+		EXPECT_STRNE("unmeasured\n", buf) TH_LOG("cpu%d", cpus[i]);
+	}
 }
 
 TEST_HARNESS_MAIN
