@@ -64,19 +64,27 @@ linux-source: $(LINUX_SOURCE)/.extracted
 # so kernel type names are not asked of it.
 style: linux-source
 	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
-		-f module/*.[ch]
+		-f module/*.[ch] selftests/kmod/*.c
 	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
 		--ignore PREFER_KERNEL_TYPES -f common/*.[ch]
 
 # W=1 and sparse (C=2) for every kernel, each in its own copy of the tree
 # so that builds for different kernels never share objects.  Any warning
 # fails.
-kbuild-check: $(addprefix $(BUILD)/kbuild/,$(addsuffix /tsc_freq_khz.ko,$(KERNELS)))
+# The test module of selftests/kmod is built the same way, next to it.
+FAKE_KO = $(BUILD)/kbuild/$(1)/kmod/tscfk_fake_kernel_file.ko
+kbuild-check: $(foreach k,$(KERNELS),$(BUILD)/kbuild/$(k)/tsc_freq_khz.ko $(call FAKE_KO,$(k)))
+define kbuild_w1_sparse
+	$(MAKE) -C /lib/modules/$(1)/build M=$(@D) W=1 C=2 modules > $(@D)/build.log 2>&1 || { cat $(@D)/build.log; exit 1; }
+	@if grep -E 'warning|error' $(@D)/build.log; then rm -f $@; exit 1; fi
+	@echo "  $(1): $(@F): W=1 and sparse clean"
+endef
 $(BUILD)/kbuild/%/tsc_freq_khz.ko: $(SOURCES)
 	rm -rf $(@D) && mkdir -p $(@D) && cp -a Kbuild module common $(@D)/
-	$(MAKE) -C /lib/modules/$*/build M=$(@D) W=1 C=2 modules > $(@D)/build.log 2>&1 || { cat $(@D)/build.log; exit 1; }
-	@if grep -E 'warning|error' $(@D)/build.log; then rm -f $@; exit 1; fi
-	@echo "  $*: W=1 and sparse clean"
+	$(call kbuild_w1_sparse,$*)
+$(BUILD)/kbuild/%/kmod/tscfk_fake_kernel_file.ko: selftests/kmod/Kbuild selftests/kmod/fake_kernel_file.c
+	rm -rf $(@D) && mkdir -p $(@D) && cp -a selftests/kmod/* $(@D)/
+	$(call kbuild_w1_sparse,$*)
 
 selftests: linux-source
 	$(MAKE) -C selftests OUTPUT=$(BUILD)/selftests KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests
@@ -103,32 +111,45 @@ dkms-check:
 # module.  run-in-vm.sh fails on a panic, an oops, a WARN or a timeout, and
 # we fail on any "not ok" as well.
 VM_RUNS := $(foreach k,$(KERNELS),$(foreach n,$(SMP),vm-$(k)-smp$(n)))
-vm-check: $(VM_RUNS)
 # More vCPUs than host CPUs: the host preempts vCPUs inside IRQ-off windows.
 HOST_CPUS := $(shell nproc)
 vm_kernel = $(word 1,$(subst -smp, ,$(1)))
 vm_smp = $(word 2,$(subst -smp, ,$(1)))
-$(VM_RUNS): vm-%: selftests dkms-check
+$(VM_RUNS): vm-%: selftests dkms-check kbuild-check
 	@mkdir -p $(BUILD)/vm
 	$(if $(filter-out 0,$(shell echo $$(( $(call vm_smp,$*) > $(HOST_CPUS) )))), \
 		TSCFK_OVERCOMMITTED="$(call vm_smp,$*) vCPUs on $(HOST_CPUS) host CPUs") \
+	TSCFK_FAKE_KO=$(call FAKE_KO,$(call vm_kernel,$*)) \
 	scripts/vm/run-in-vm.sh --kernel $(call vm_kernel,$*) --smp $(call vm_smp,$*) \
-		--log $(BUILD)/vm/$*.log --env TSCFK_CYCLES --env TSCFK_OVERCOMMITTED -- \
+		--log $(BUILD)/vm/$*.log --env TSCFK_CYCLES --env TSCFK_OVERCOMMITTED \
+		--env TSCFK_FAKE_KO -- \
 		selftests/run_tests.sh $(call DKMS_KO,$(call vm_kernel,$*)) $(BUILD)/selftests
 	@! grep -a '^not ok' $(BUILD)/vm/$*.log
+
+# A CPU without a TSC: the module must refuse to load.
+vm-notsc: dkms-check
+	scripts/vm/run-in-vm.sh --kernel $(lastword $(KERNELS)) --cpu max,-tsc \
+		--log $(BUILD)/vm/notsc.log -- \
+		selftests/no_tsc_test.sh $(call DKMS_KO,$(lastword $(KERNELS)))
+	@! grep -a '^not ok' $(BUILD)/vm/notsc.log
+
+vm-check: $(VM_RUNS) vm-notsc
 
 check: deps-check
 	$(MAKE) style
 	$(MAKE) kbuild-check
 	$(MAKE) check-unit
 	$(MAKE) vm-check
-	@cat $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS)) | awk \
+	@cat $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc) | awk \
 		'/^ok .*# SKIP/ { s++; next } /^ok / { p++ } /^not ok / { f++ } \
 		END { printf "check: %d passed, %d failed, %d skipped\n", p, f, s }'
 
 # On a machine whose kernel loads modules: the same selftests, directly.
+HOST_RELEASE = $(shell cat $(KDIR)/include/config/kernel.release)
 check-host: module selftests
-	selftests/run_tests.sh tsc_freq_khz.ko $(BUILD)/selftests
+	$(MAKE) $(call FAKE_KO,$(HOST_RELEASE))
+	TSCFK_FAKE_KO=$(call FAKE_KO,$(HOST_RELEASE)) \
+		selftests/run_tests.sh tsc_freq_khz.ko $(BUILD)/selftests
 
 # Show what the module exports and what it means: on this kernel if it
 # takes modules, else in a guest booting the newest installed kernel.
@@ -145,5 +166,5 @@ run: deps-run
 	fi || [ $$? -eq 1 ]
 
 .PHONY: all module install clean linux-source style kbuild-check selftests \
-	check-unit dkms-check vm-check $(VM_RUNS) check check-host run \
+	check-unit dkms-check vm-check $(VM_RUNS) vm-notsc check check-host run \
 	deps-run deps-check

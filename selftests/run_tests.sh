@@ -7,7 +7,8 @@
 #
 # Usage: run_tests.sh MODULE.ko [BINDIR]
 #   BINDIR holds the built tests (default: build/selftests next to this dir).
-# Environment: TSCFK_CYCLES (load/unload cycles, default 200).
+# Environment: TSCFK_CYCLES (load/unload cycles, default 200),
+#   TSCFK_FAKE_KO (selftests/kmod's module, built for this kernel).
 # Exit: 0 all passed, 1 something failed, 4 everything was skipped.
 # Unlike kselftest's run_tests, a failure makes the exit status non-zero.
 
@@ -28,7 +29,7 @@ case $ko in
 esac
 
 tests=(estimator_test unload lifecycle_test clients_test load sysfs_test
-       trigger_test hotplug_test unload dmesg_clean)
+       trigger_test hotplug_test unload kernel_file_test dmesg_clean)
 n=0 passed=0 failed=0 skipped=0
 
 echo "TAP version 13"
@@ -90,6 +91,12 @@ for t in "${tests[@]}"; do
 		run $t env TSCFK_KO="$plain_ko" "$bin/$t" ;;
 	clients_test)
 		run $t "$here/clients_test.sh" "$ko" "$bin" ;;
+	kernel_file_test)
+		if [ -z "${TSCFK_FAKE_KO:-}" ]; then
+			result 4 $t "TSCFK_FAKE_KO not set"
+		else
+			run $t "$here/$t.sh" "$ko" "$TSCFK_FAKE_KO"
+		fi ;;
 	dmesg_clean)
 		# Everything the kernel said since we started; the module's own
 		# messages are summarised, counted, for the record.
