@@ -35,10 +35,27 @@ module: $(SOURCES)
 	@test -n "$(KDIR)" || { echo "no kernel build tree: install linux-headers-$(KERNELRELEASE)" >&2; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
+# Into updates/, where Debian's depmod looks first (6.1's kbuild says extra/,
+# 6.12's updates/).  kbuild skips depmod without System.map, which Debian's
+# headers lack, so run it here, except when staging into DESTDIR for a package (its
+# postinst runs depmod on the target).
+INSTALL_MOD_DIR ?= updates
 install: module
-	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR)$(INSTALL_MOD_PATH) modules_install
-	@# kbuild skips depmod without System.map, as Debian's headers have none.
-	depmod -b "$(or $(DESTDIR)$(INSTALL_MOD_PATH),/)" $(shell cat $(KDIR)/include/config/kernel.release)
+	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR)$(INSTALL_MOD_PATH) \
+		INSTALL_MOD_DIR=$(INSTALL_MOD_DIR) modules_install
+	$(if $(DESTDIR),,depmod -b "$(or $(INSTALL_MOD_PATH),/)" $(shell cat $(KDIR)/include/config/kernel.release))
+
+# make install, staged into DESTDIR, for every kernel, from a scratch copy
+# of the tree: the module must land where modprobe looks.
+install-check:
+	set -e; for k in $(KERNELS); do \
+		rm -rf $(BUILD)/install && mkdir -p $(BUILD)/install/src; \
+		cp -a Kbuild Makefile dkms.conf module common $(BUILD)/install/src/; \
+		$(MAKE) -s -C $(BUILD)/install/src install KERNELRELEASE=$$k \
+			DESTDIR=$(BUILD)/install/root > $(BUILD)/install/log 2>&1 || \
+			{ cat $(BUILD)/install/log; exit 1; }; \
+		ls $(BUILD)/install/root/lib/modules/$$k/updates/tsc_freq_khz.ko*; \
+	done
 
 clean:
 	@test -z "$(KDIR)" || $(MAKE) -C $(KDIR) M=$(CURDIR) clean
@@ -92,18 +109,25 @@ selftests: linux-source
 check-unit: selftests
 	$(BUILD)/selftests/estimator_test
 
-# DKMS exactly as a fleet uses it, but with private source and module trees
-# instead of /usr/src and /var/lib/dkms/<module>.  Like any DKMS host, dkms
-# makes its module-signing key /var/lib/dkms/mok.key on first use.
+# DKMS exactly as a fleet uses it (add, build, install for every kernel),
+# but with private source, module and install trees instead of /usr/src,
+# /var/lib/dkms/<module> and /lib/modules.  Like any DKMS host, dkms makes
+# its signing key /var/lib/dkms/mok.key on first use, and its install step
+# re-runs depmod for the kernel (the index stays the same: the module is
+# installed in the private tree).
 DKMS_DIR := $(BUILD)/dkms
-DKMS := dkms --dkmstree $(DKMS_DIR)/tree --sourcetree $(DKMS_DIR)/src
+DKMS := dkms --dkmstree $(DKMS_DIR)/tree --sourcetree $(DKMS_DIR)/src \
+	--installtree $(DKMS_DIR)/install
 DKMS_KO = $(wildcard $(DKMS_DIR)/tree/tsc-freq-khz/$(VERSION)/$(1)/$(shell uname -m)/module/tsc_freq_khz.ko*)
 dkms-check:
 	rm -rf $(DKMS_DIR) && mkdir -p $(DKMS_DIR)/tree $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)
 	cp -a Kbuild Makefile dkms.conf module common $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)/
 	$(DKMS) add -m tsc-freq-khz -v $(VERSION)
 	set -e; for k in $(KERNELS); do \
+		mkdir -p $(DKMS_DIR)/install/$$k; \
 		$(DKMS) build -m tsc-freq-khz -v $(VERSION) -k $$k; \
+		$(DKMS) install -m tsc-freq-khz -v $(VERSION) -k $$k; \
+		ls $(DKMS_DIR)/install/$$k/updates/dkms/tsc_freq_khz.ko*; \
 	done
 	$(DKMS) status -m tsc-freq-khz
 
@@ -138,6 +162,7 @@ vm-check: $(VM_RUNS) vm-notsc
 check: deps-check
 	$(MAKE) style
 	$(MAKE) kbuild-check
+	$(MAKE) install-check
 	$(MAKE) check-unit
 	$(MAKE) vm-check
 	@cat $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc) | awk \
@@ -165,6 +190,6 @@ run: deps-run
 			scripts/show.sh --load $(BUILD)/kbuild/$$k/tsc_freq_khz.ko; \
 	fi || [ $$? -eq 1 ]
 
-.PHONY: all module install clean linux-source style kbuild-check selftests \
+.PHONY: all module install install-check clean linux-source style kbuild-check selftests \
 	check-unit dkms-check vm-check $(VM_RUNS) vm-notsc check check-host run \
 	deps-run deps-check
