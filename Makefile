@@ -10,12 +10,17 @@
 #
 # Kbuild, not this file, lists the module's sources.
 
+# Every kernel with a build tree here, oldest first (sort -V: 6.9 < 6.12).
+ifeq ($(origin KERNELS),undefined)
+KERNELS := $(shell ls -d /lib/modules/*/build 2>/dev/null | sort -V | cut -d/ -f4)
+endif
+
 KERNELRELEASE ?= $(shell uname -r)
 # Default: the running kernel's build tree, else the newest one installed.
 ifeq ($(origin KDIR),undefined)
 KDIR := $(wildcard /lib/modules/$(KERNELRELEASE)/build)
 ifeq ($(KDIR)$(origin KERNELRELEASE),file)
-KDIR := $(lastword $(sort $(wildcard /lib/modules/*/build)))
+KDIR := $(if $(KERNELS),/lib/modules/$(lastword $(KERNELS))/build)
 endif
 endif
 
@@ -23,8 +28,6 @@ BUILD := $(CURDIR)/build
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 SOURCES := Kbuild $(wildcard module/*.[ch] common/*.[ch])
 
-# Every kernel with a build tree here; 'make check' builds and boots each.
-KERNELS ?= $(sort $(patsubst /lib/modules/%/build,%,$(wildcard /lib/modules/*/build)))
 # 1 and 4 CPUs: 6.1 keeps its TSC at 1 and marks it unstable at 4 under TCG;
 # 2, as many as this machine's cores, to hold the IRQ-off bound.
 SMP ?= 1 2 4
