@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libtsc: the x86 Time Stamp Counter for userspace, trusted.
+ *
+ *  - the TSC frequency from the best source there is, saying which and how
+ *    precise: the tsc_freq_khz module's files, CPUID, the hypervisor, or a
+ *    calibration of its own against CLOCK_MONOTONIC_RAW;
+ *  - exact tick <-> nanosecond conversion (within 1 ns over the whole 64-bit
+ *    range) from precomputed integers, inline;
+ *  - a clock reading the TSC, anchored to CLOCK_MONOTONIC and CLOCK_REALTIME.
+ *
+ * Functions return 0 or a negative errno; tsc_last_error() then says why in
+ * words.  Nothing prints.  Everything but initialisation is lock-free and
+ * safe from any thread.  See tsc(7) and each function's man page.
+ */
+#ifndef TSC_H
+#define TSC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where a frequency came from, best first. */
+enum tsc_source {
+	TSC_SOURCE_NONE = 0,
+	TSC_SOURCE_SYSFS,	/* /sys/devices/system/cpu/cpu0/tsc_freq_khz */
+	TSC_SOURCE_CPUID,	/* CPUID leaf 0x15 (crystal from 0x15 or 0x16) */
+	TSC_SOURCE_HYPERVISOR,	/* CPUID leaf 0x40000010 */
+	TSC_SOURCE_CALIBRATION,	/* measured against CLOCK_MONOTONIC_RAW */
+};
+
+/* A frequency: exactly num / den Hz. */
+struct tsc_freq {
+	enum tsc_source source;
+	uint64_t num, den;
+	double hz;		/* num / den, for display */
+	/*
+	 * Half the step of the value as given (a kHz file: 0.5 kHz), or a
+	 * calibration's estimated error: how far off it may be, in ppm.
+	 */
+	double precision_ppm;
+	char detail[256];	/* where exactly it came from, in words */
+};
+
+/* Options: declare with TSC_OPTS(name, .field = value, ...). */
+struct tsc_opts {
+	size_t sz;		/* sizeof(struct tsc_opts), set by TSC_OPTS */
+	/* Root of sysfs; NULL: $TSC_SYSFS_ROOT if set, else "/sys". */
+	const char *sysfs_root;
+	/* Use only this source; TSC_SOURCE_NONE: the best available. */
+	enum tsc_source source;
+	/* Calibrations: stop at this precision or this time (0: 0.1 ppm, 1000 ms). */
+	double calibrate_ppm;
+	unsigned int calibrate_max_ms;
+	/*
+	 * Calibrate as well and fail with -ERANGE if the chosen value and
+	 * the calibration differ by more than verify_ppm (0: 100 ppm).
+	 */
+	bool verify;
+	double verify_ppm;
+};
+
+#define TSC_OPTS(name, ...)						\
+	struct tsc_opts name = { .sz = sizeof(struct tsc_opts), __VA_ARGS__ }
+
+/*
+ * Conversion parameters: ns = ticks * ns_int + ((ticks * ns_frac) >> 64),
+ * ticks = ns * tk_int + ((ns * tk_frac) >> 64).  The fractions are rounded
+ * up, so a result is the exact one rounded down, or one more.
+ */
+struct tsc_conv {
+	uint64_t ns_int, ns_frac;
+	uint64_t tk_int, tk_frac;
+};
+
+/*
+ * A clock reading the TSC; read-only after tsc_clock_init().  At TSC
+ * reading t it says tsc_ticks_to_ns(&conv, t) - mono_off: converting the
+ * whole reading and subtracting costs one instruction less than
+ * subtracting the anchor first, and needs no care for readings before it.
+ */
+struct tsc_clock {
+	struct tsc_conv conv;
+	struct tsc_freq freq;
+	uint64_t base_ticks;	/* TSC at the anchor */
+	uint64_t base_mono_ns;	/* CLOCK_MONOTONIC at the anchor */
+	uint64_t base_real_ns;	/* CLOCK_REALTIME at the anchor */
+	uint64_t mono_off;	/* tsc_ticks_to_ns(base_ticks) - base_mono_ns */
+	uint64_t real_off;	/* the same for CLOCK_REALTIME */
+};
+
+/* Why the last call that failed in this thread failed; "" if none did. */
+const char *tsc_last_error(void);
+const char *tsc_source_name(enum tsc_source source);
+
+/* Each source on its own: -ENOENT, -ENODATA, -EINVAL... with a reason. */
+int tsc_freq_from_sysfs(struct tsc_freq *f, const char *sysfs_root);
+int tsc_freq_from_cpuid(struct tsc_freq *f);
+int tsc_freq_from_hypervisor(struct tsc_freq *f);
+int tsc_freq_calibrate(struct tsc_freq *f, double target_ppm,
+		       unsigned int max_ms);
+
+/* The best source, or the one opts asks for; opts may be NULL. */
+int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts);
+
+/* Difference between two frequencies, in ppm of b. */
+double tsc_freq_diff_ppm(const struct tsc_freq *a, const struct tsc_freq *b);
+
+int tsc_conv_init(struct tsc_conv *c, uint64_t num, uint64_t den);
+
+/*
+ * Find the frequency (as tsc_freq_get()) and anchor the clock.  After it
+ * returns, any number of threads may read the clock without locking.
+ */
+int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts);
+
+/* ---- Inline fast paths ---- */
+
+/* (a * frac) / 2^64: one 64x64->128 multiplication. */
+static inline uint64_t tsc_mul_frac(uint64_t a, uint64_t frac)
+{
+	__extension__ typedef unsigned __int128 tsc_u128;
+
+	return (uint64_t)(((tsc_u128)a * frac) >> 64);
+}
+
+static inline uint64_t tsc_ticks_to_ns(const struct tsc_conv *c, uint64_t ticks)
+{
+	return ticks * c->ns_int + tsc_mul_frac(ticks, c->ns_frac);
+}
+
+static inline uint64_t tsc_ns_to_ticks(const struct tsc_conv *c, uint64_t ns)
+{
+	return ns * c->tk_int + tsc_mul_frac(ns, c->tk_frac);
+}
+
+/* The TSC as it is, in no order with the instructions around it: fastest. */
+static inline uint64_t tsc_rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+/*
+ * The TSC after every earlier instruction has completed, loads included:
+ * lfence first.  (A lock-prefixed instruction would not do: it does not
+ * order rdtsc on AMD.)
+ */
+static inline uint64_t tsc_rdtsc_ordered(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ __volatile__("lfence; rdtsc" : "=a"(lo), "=d"(hi) :: "memory");
+	return ((uint64_t)hi << 32) | lo;
+}
+
+/*
+ * CLOCK_MONOTONIC in ns, from the TSC.  tsc_now() is the fastest: the CPU
+ * may read the TSC before earlier instructions finish, so use it to stamp
+ * events, not to time a few instructions.  tsc_now_ordered() reads it only
+ * after everything before it, for the start and end of a measured section.
+ */
+/* The CLOCK_MONOTONIC time at which the TSC read 'ticks'. */
+static inline uint64_t tsc_clock_ns(const struct tsc_clock *clk, uint64_t ticks)
+{
+	return tsc_ticks_to_ns(&clk->conv, ticks) - clk->mono_off;
+}
+
+static inline uint64_t tsc_now(const struct tsc_clock *clk)
+{
+	return tsc_clock_ns(clk, tsc_rdtsc());
+}
+
+static inline uint64_t tsc_now_ordered(const struct tsc_clock *clk)
+{
+	return tsc_clock_ns(clk, tsc_rdtsc_ordered());
+}
+
+/*
+ * CLOCK_REALTIME in ns as of the anchor, advancing at the TSC's rate: it
+ * does not follow later steps or NTP slewing of the system clock.
+ */
+static inline uint64_t tsc_now_realtime(const struct tsc_clock *clk)
+{
+	return tsc_ticks_to_ns(&clk->conv, tsc_rdtsc()) - clk->real_off;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TSC_H */

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Errors: a negative errno returned, and the reason kept per thread for
+ * tsc_last_error(), so that the library never has to print.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+static _Thread_local char reason[512];
+
+int tsc__fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+void tsc__clear_error(void)
+{
+	reason[0] = '\0';
+}
+
+const char *tsc_last_error(void)
+{
+	return reason;
+}
+
+const char *tsc_source_name(enum tsc_source source)
+{
+	switch (source) {
+	case TSC_SOURCE_NONE:
+		return "none";
+	case TSC_SOURCE_SYSFS:
+		return "sysfs";
+	case TSC_SOURCE_CPUID:
+		return "cpuid";
+	case TSC_SOURCE_HYPERVISOR:
+		return "hypervisor";
+	case TSC_SOURCE_CALIBRATION:
+		return "calibration";
+	}
+	return "unknown";
+}

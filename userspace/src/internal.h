@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libtsc internals: shared by the sources, and by the unit tests and fuzz
+ * targets, which reach the pure functions below directly.  Nothing here is
+ * exported (libtsc.map).
+ */
+#ifndef TSC_INTERNAL_H
+#define TSC_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tsc.h"
+
+/* The frequencies anything here accepts: 1 MHz to 20 GHz. */
+#define TSC_MIN_HZ	1000000ull
+#define TSC_MAX_HZ	20000000000ull
+
+/* Record why, for tsc_last_error(), and return err (a negative errno). */
+int tsc__fail(int err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void tsc__clear_error(void);
+
+/* Fill f from num/den Hz; -ERANGE outside TSC_MIN_HZ..TSC_MAX_HZ. */
+int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
+		  uint64_t den, double precision_ppm);
+
+/* Parsers, pure: the fuzz targets call them with any bytes. */
+int tsc__parse_khz(const char *buf, size_t len, uint64_t *khz);
+
+struct tsc__cpuid {
+	uint32_t eax, ebx, ecx, edx;
+};
+
+/* Leaf 0x15 (and 0x16, NULL if absent) into f. */
+int tsc__freq_from_leaf15(struct tsc_freq *f, const struct tsc__cpuid *l15,
+			  const struct tsc__cpuid *l16);
+/* Leaf 0x40000010 into f. */
+int tsc__freq_from_leaf40000010(struct tsc_freq *f,
+				const struct tsc__cpuid *leaf);
+
+/* The clocks a calibration reads, replaceable for tests. */
+struct tsc__calib_clock {
+	uint64_t (*ticks)(void *ctx);	/* ordered TSC read */
+	uint64_t (*ns)(void *ctx);	/* the reference clock, ns */
+	uint64_t res_ns;		/* its resolution (clock_getres) */
+	void *ctx;
+};
+
+int tsc__calibrate(struct tsc_freq *f, const struct tsc__calib_clock *clk,
+		   double target_ppm, uint64_t max_ns);
+
+#endif /* TSC_INTERNAL_H */

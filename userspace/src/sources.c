@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The frequency as others state it: the kernel (through tsc_freq_khz's
+ * file), the CPU (CPUID 0x15/0x16) and the hypervisor (CPUID 0x40000010).
+ * Every value is checked before it is believed.
+ */
+#include <cpuid.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define FREQ_FILE	"/devices/system/cpu/cpu0/tsc_freq_khz"
+#define MAX_FILE	64	/* a kHz value and a newline need 21 bytes */
+
+/*
+ * Exactly what the kernel writes: decimal digits, no sign, no leading
+ * zero, at most one newline after them, nothing else.
+ */
+int tsc__parse_khz(const char *buf, size_t len, uint64_t *khz)
+{
+	uint64_t v = 0;
+	size_t i, digits;
+
+	if (len && buf[len - 1] == '\n')
+		len--;
+	if (!len)
+		return tsc__fail(-ENODATA, "empty");
+	for (i = 0; i < len && buf[i] >= '0' && buf[i] <= '9'; i++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return tsc__fail(-ERANGE, "too large a number");
+		v = v * 10 + (uint64_t)(buf[i] - '0');
+	}
+	digits = i;
+	if (digits != len)
+		return tsc__fail(-EINVAL, "not a plain decimal number (byte %zu is 0x%02x)",
+				 i, (unsigned char)buf[i]);
+	if (digits > 1 && buf[0] == '0')
+		return tsc__fail(-EINVAL, "leading zero");
+	if (v == 0)
+		return tsc__fail(-ERANGE, "zero");
+	*khz = v;
+	return 0;
+}
+
+static const char *sysfs_root(const char *root)
+{
+	const char *env;
+
+	if (root)
+		return root;
+	/* secure_getenv: a set-uid program must not be steered by its caller. */
+	env = secure_getenv("TSC_SYSFS_ROOT");
+	return env && *env ? env : "/sys";
+}
+
+int tsc_freq_from_sysfs(struct tsc_freq *f, const char *root)
+{
+	char path[4096], buf[MAX_FILE + 1];
+	ssize_t len;
+	uint64_t khz;
+	int fd, err;
+
+	tsc__clear_error();
+	if ((size_t)snprintf(path, sizeof(path), "%s" FREQ_FILE,
+			     sysfs_root(root)) >= sizeof(path))
+		return tsc__fail(-ENAMETOOLONG, "sysfs root too long");
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		err = -errno;
+		return tsc__fail(err, "%s: %s%s", path, strerror(-err),
+				 err == -ENOENT ? " (is the tsc_freq_khz module loaded?)" : "");
+	}
+	len = read(fd, buf, sizeof(buf));
+	err = len < 0 ? -errno : 0;
+	close(fd);
+	if (err)
+		return tsc__fail(err, "%s: %s", path, strerror(-err));
+	if (len > MAX_FILE)
+		return tsc__fail(-EFBIG, "%s: longer than %d bytes", path, MAX_FILE);
+
+	err = tsc__parse_khz(buf, (size_t)len, &khz);
+	if (err)
+		return tsc__fail(err, "%s: %s", path, tsc_last_error());
+	err = tsc__freq_set(f, TSC_SOURCE_SYSFS, khz > UINT64_MAX / 1000 ? 0 : khz * 1000,
+			    1, 500.0 / (double)khz * 1e3);
+	if (err)
+		return tsc__fail(err, "%s: %llu kHz is not within 1 MHz..20 GHz", path,
+				 (unsigned long long)khz);
+	/* Long roots are cut: detail is for people, the value is exact. */
+	snprintf(f->detail, sizeof(f->detail), "%.200s: %llu kHz", path,
+		 (unsigned long long)khz);
+	return 0;
+}
+
+/*
+ * Leaf 0x15: TSC = crystal * EBX / EAX.  Without the crystal (ECX 0), as
+ * Linux does, take leaf 0x16's base frequency, which the TSC then equals.
+ */
+int tsc__freq_from_leaf15(struct tsc_freq *f, const struct tsc__cpuid *l15,
+			  const struct tsc__cpuid *l16)
+{
+	uint64_t num, den;
+	double precision = 0;	/* a ratio of exact integers: nominally exact */
+	int err;
+
+	if (!l15 || !l15->eax || !l15->ebx)
+		return tsc__fail(-ENODATA, "cpuid: leaf 0x15 does not enumerate the TSC ratio");
+	if (l15->ecx) {
+		num = (uint64_t)l15->ecx * l15->ebx;
+		den = l15->eax;
+	} else if (l16 && (l16->eax & 0xffff)) {
+		num = (uint64_t)(l16->eax & 0xffff) * 1000000;
+		den = 1;
+		precision = 0.5e12 / (double)num;	/* whole MHz: 0.5 MHz */
+	} else {
+		return tsc__fail(-ENODATA, "cpuid: leaf 0x15 has no crystal frequency and leaf 0x16 no base frequency");
+	}
+	err = tsc__freq_set(f, TSC_SOURCE_CPUID, num, den, precision);
+	if (err)
+		return err;
+	snprintf(f->detail, sizeof(f->detail),
+		 "cpuid 0x15: eax=%u ebx=%u ecx=%u%s (nominal)", l15->eax,
+		 l15->ebx, l15->ecx, l15->ecx ? "" : ", crystal from 0x16's base MHz");
+	return 0;
+}
+
+int tsc__freq_from_leaf40000010(struct tsc_freq *f,
+				const struct tsc__cpuid *leaf)
+{
+	int err;
+
+	if (!leaf || !leaf->eax)
+		return tsc__fail(-ENODATA, "hypervisor: leaf 0x40000010 gives no TSC frequency");
+	err = tsc__freq_set(f, TSC_SOURCE_HYPERVISOR, (uint64_t)leaf->eax * 1000, 1,
+			    500.0 / leaf->eax * 1e3);
+	if (err)
+		return err;
+	snprintf(f->detail, sizeof(f->detail), "cpuid 0x40000010: %u kHz",
+		 leaf->eax);
+	return 0;
+}
+
+static void cpuid(uint32_t leaf, struct tsc__cpuid *r)
+{
+	__cpuid_count(leaf, 0, r->eax, r->ebx, r->ecx, r->edx);
+}
+
+int tsc_freq_from_cpuid(struct tsc_freq *f)
+{
+	struct tsc__cpuid l0, l15, l16;
+
+	tsc__clear_error();
+	cpuid(0, &l0);
+	if (l0.eax < 0x15)
+		return tsc__fail(-ENODATA, "cpuid: no leaf 0x15 (highest leaf 0x%x)", l0.eax);
+	cpuid(0x15, &l15);
+	if (l0.eax >= 0x16)
+		cpuid(0x16, &l16);
+	return tsc__freq_from_leaf15(f, &l15, l0.eax >= 0x16 ? &l16 : NULL);
+}
+
+int tsc_freq_from_hypervisor(struct tsc_freq *f)
+{
+	struct tsc__cpuid l1, hv, leaf;
+
+	tsc__clear_error();
+	cpuid(1, &l1);
+	if (!(l1.ecx & (1u << 31)))
+		return tsc__fail(-ENODATA, "hypervisor: none (cpuid 1 ecx bit 31 clear)");
+	cpuid(0x40000000, &hv);
+	if (hv.eax < 0x40000010)
+		return tsc__fail(-ENODATA, "hypervisor: no leaf 0x40000010 (highest 0x%x)", hv.eax);
+	cpuid(0x40000010, &leaf);
+	return tsc__freq_from_leaf40000010(f, &leaf);
+}
