@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The clock: tsc_now() follows CLOCK_MONOTONIC, tsc_now_realtime()
+ * CLOCK_REALTIME, both flavours never go backwards in a thread, a reading
+ * before the anchor does not wrap, and many threads read it at once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "kselftest_harness.h"
+#include "tsc.h"
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int64_t diff(uint64_t a, uint64_t b)
+{
+	return (int64_t)(a - b);
+}
+
+static struct tsc_clock clk;
+
+FIXTURE(clock) {};
+FIXTURE_SETUP(clock)
+{
+	/* A calibration: the test must not depend on the module. */
+	TSC_OPTS(o, .source = TSC_SOURCE_CALIBRATION, .calibrate_ppm = 0.1);
+
+	ASSERT_EQ(0, tsc_clock_init(&clk, &o)) TH_LOG("%s", tsc_last_error());
+}
+FIXTURE_TEARDOWN(clock) {}
+
+/*
+ * Right after the anchor, within 20 us of CLOCK_MONOTONIC and REALTIME.
+ * Later the clock advances at the TSC's hardware rate, that of
+ * CLOCK_MONOTONIC_RAW, which NTP does not slew: compare rates with that.
+ */
+TEST_F(clock, follows_the_system_clocks)
+{
+	uint64_t before = clock_ns(CLOCK_MONOTONIC);
+	uint64_t now = tsc_now_ordered(&clk);
+	uint64_t after = clock_ns(CLOCK_MONOTONIC);
+	uint64_t real = clock_ns(CLOCK_REALTIME);
+	uint64_t tsc_real = tsc_now_realtime(&clk);
+	uint64_t raw0, raw1, t0, t1;
+
+	TH_LOG("monotonic: %lld ns before, %lld after; realtime %+lld ns",
+	       (long long)diff(now, before), (long long)diff(after, now),
+	       (long long)diff(tsc_real, real));
+	EXPECT_GT(20000, diff(before, now));
+	EXPECT_GT(20000, diff(now, after));
+	EXPECT_GT(20000, llabs(diff(tsc_real, real)));
+
+	raw0 = clock_ns(CLOCK_MONOTONIC_RAW);
+	t0 = tsc_now_ordered(&clk);
+	usleep(200000);
+	raw1 = clock_ns(CLOCK_MONOTONIC_RAW);
+	t1 = tsc_now_ordered(&clk);
+	TH_LOG("over %.0f ms: %+lld ns against CLOCK_MONOTONIC_RAW",
+	       (raw1 - raw0) / 1e6, (long long)(diff(t1, t0) - diff(raw1, raw0)));
+	/* 0.1 ppm of 200 ms is 20 ns; the reads themselves, microseconds. */
+	EXPECT_GT(5000, llabs(diff(t1, t0) - diff(raw1, raw0)));
+}
+
+TEST_F(clock, never_backwards_in_a_thread)
+{
+	uint64_t last = tsc_now(&clk), last_o = tsc_now_ordered(&clk);
+
+	for (int i = 0; i < 1000000; i++) {
+		uint64_t now = tsc_now(&clk), now_o = tsc_now_ordered(&clk);
+
+		ASSERT_LE(last, now);
+		ASSERT_LE(last_o, now_o);
+		last = now;
+		last_o = now_o;
+	}
+}
+
+/*
+ * Readings around the anchor, before it too (another CPU's TSC may be a
+ * little behind): within a ns of the exact difference, and no wrap.
+ */
+TEST_F(clock, readings_around_the_anchor)
+{
+	uint64_t base = clk.base_mono_ns, back = tsc_ns_to_ticks(&clk.conv, 1000);
+
+	EXPECT_EQ(base, tsc_clock_ns(&clk, clk.base_ticks));
+	EXPECT_GE(2, llabs(diff(base - 1000, tsc_clock_ns(&clk, clk.base_ticks - back))));
+	EXPECT_GE(2, llabs(diff(base + 1000, tsc_clock_ns(&clk, clk.base_ticks + back))));
+	EXPECT_GE(1, llabs(diff(base, tsc_clock_ns(&clk, clk.base_ticks - 1))));
+	EXPECT_GE(1, llabs(diff(base, tsc_clock_ns(&clk, clk.base_ticks + 1))));
+	/* One second on, one second more, to the ppm of the frequency. */
+	EXPECT_GE(1, llabs(diff(base + 1000000000,
+				tsc_clock_ns(&clk, clk.base_ticks +
+					     tsc_ns_to_ticks(&clk.conv, 1000000000)))));
+}
+
+static void *reader(void *arg)
+{
+	uint64_t last = 0, *bad = arg;
+
+	for (int i = 0; i < 200000; i++) {
+		uint64_t now = tsc_now_ordered(&clk);
+
+		if (now < last)
+			++*bad;
+		last = now;
+	}
+	return NULL;
+}
+
+TEST_F(clock, many_threads_at_once)
+{
+	pthread_t t[16];
+	uint64_t bad[16] = { 0 };
+
+	for (int i = 0; i < 16; i++)
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, reader, &bad[i]));
+	for (int i = 0; i < 16; i++) {
+		pthread_join(t[i], NULL);
+		EXPECT_EQ(0u, bad[i]);
+	}
+}
+
+TEST(init_errors)
+{
+	struct tsc_clock c;
+	TSC_OPTS(o, .source = TSC_SOURCE_SYSFS, .sysfs_root = "/nonexistent");
+
+	EXPECT_EQ(-ENOENT, tsc_clock_init(&c, &o));
+	EXPECT_NE(0, strlen(tsc_last_error()));
+}
+
+TEST_HARNESS_MAIN

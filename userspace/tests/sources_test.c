@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Every way the frequency sources can lie: files that are missing, empty,
+ * unreadable, zero, absurd, negative, with junk, or huge, read through a
+ * fake sysfs root; and CPUID leaves with every field zero or absurd.  Each
+ * is refused with its own errno and a reason.
+ */
+#include <errno.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "kselftest_harness.h"
+#include "internal.h"
+
+/* A sysfs root in a temporary directory, with cpu0's directory in it. */
+FIXTURE(root) {
+	char dir[64], file[192];
+};
+
+FIXTURE_SETUP(root)
+{
+	char path[128];
+
+	strcpy(self->dir, "/tmp/libtsc-test.XXXXXX");
+	ASSERT_NE(NULL, mkdtemp(self->dir));
+	snprintf(path, sizeof(path), "%s/devices", self->dir);
+	ASSERT_EQ(0, mkdir(path, 0755));
+	snprintf(path, sizeof(path), "%s/devices/system", self->dir);
+	ASSERT_EQ(0, mkdir(path, 0755));
+	snprintf(path, sizeof(path), "%s/devices/system/cpu", self->dir);
+	ASSERT_EQ(0, mkdir(path, 0755));
+	snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu0", self->dir);
+	ASSERT_EQ(0, mkdir(path, 0755));
+	snprintf(self->file, sizeof(self->file), "%s/tsc_freq_khz", path);
+}
+
+FIXTURE_TEARDOWN(root)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", self->dir);
+	if (system(cmd))
+		TH_LOG("could not remove %s", self->dir);
+}
+
+static void put(struct __test_metadata *_metadata, const char *path,
+		const void *data, size_t len)
+{
+	FILE *f = fopen(path, "w");
+
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(len, fwrite(data, 1, len, f));
+	fclose(f);
+}
+
+TEST_F(root, good_values)
+{
+	struct tsc_freq f;
+
+	put(_metadata, self->file, "2600002\n", 8);
+	ASSERT_EQ(0, tsc_freq_from_sysfs(&f, self->dir));
+	EXPECT_EQ(TSC_SOURCE_SYSFS, f.source);
+	EXPECT_EQ(2600002000u, f.num / f.den);
+	EXPECT_NE(NULL, strstr(f.detail, "2600002 kHz"));
+	EXPECT_LT(0.19, f.precision_ppm);	/* 0.5 kHz of 2.6 GHz */
+	EXPECT_GT(0.20, f.precision_ppm);
+
+	put(_metadata, self->file, "1000", 4);	/* no newline: fine */
+	ASSERT_EQ(0, tsc_freq_from_sysfs(&f, self->dir));
+	EXPECT_EQ(1000000u, f.num);
+	put(_metadata, self->file, "20000000\n", 9);
+	ASSERT_EQ(0, tsc_freq_from_sysfs(&f, self->dir));
+}
+
+TEST_F(root, bad_values)
+{
+	static const struct {
+		const char *content;
+		int err;
+	} bad[] = {
+		{ "", -ENODATA }, { "\n", -ENODATA },
+		{ "0\n", -ERANGE }, { "999\n", -ERANGE },	/* < 1 MHz */
+		{ "20000001\n", -ERANGE },			/* > 20 GHz */
+		{ "99999999999999999999999\n", -ERANGE },	/* overflow */
+		{ "-2600002\n", -EINVAL }, { "+2600002\n", -EINVAL },
+		{ " 2600002\n", -EINVAL }, { "2600002 \n", -EINVAL },
+		{ "2600002\n\n", -EINVAL }, { "2600002kHz\n", -EINVAL },
+		{ "2.6e6\n", -EINVAL }, { "02600002\n", -EINVAL },
+		{ "abc\n", -EINVAL }, { "2600002\0junk", -EINVAL },
+	};
+	struct tsc_freq f = { .source = TSC_SOURCE_NONE };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t len = strlen(bad[i].content);
+
+		if (i == sizeof(bad) / sizeof(bad[0]) - 1)
+			len = 12;	/* the one with a NUL inside */
+		put(_metadata, self->file, bad[i].content, len);
+		EXPECT_EQ(bad[i].err, tsc_freq_from_sysfs(&f, self->dir))
+			TH_LOG("'%s': %s", bad[i].content, tsc_last_error());
+		EXPECT_NE(NULL, strstr(tsc_last_error(), "tsc_freq_khz: "));
+	}
+	EXPECT_EQ(TSC_SOURCE_NONE, f.source);	/* never filled in */
+}
+
+TEST_F(root, missing_huge_unreadable)
+{
+	char big[100000];
+	struct tsc_freq f;
+
+	EXPECT_EQ(-ENOENT, tsc_freq_from_sysfs(&f, self->dir));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "module loaded?"));
+
+	memset(big, '1', sizeof(big));
+	put(_metadata, self->file, big, sizeof(big));
+	EXPECT_EQ(-EFBIG, tsc_freq_from_sysfs(&f, self->dir));
+
+	/* A directory where the file should be: read() fails, EISDIR. */
+	unlink(self->file);
+	ASSERT_EQ(0, mkdir(self->file, 0755));
+	EXPECT_EQ(-EISDIR, tsc_freq_from_sysfs(&f, self->dir));
+	rmdir(self->file);
+
+	/* Permissions stop only someone who is not root: be nobody. */
+	put(_metadata, self->file, "2600002\n", 8);
+	ASSERT_EQ(0, chmod(self->file, 0));
+	ASSERT_EQ(0, chmod(self->dir, 0755));
+	if (geteuid() == 0) {
+		pid_t pid = fork();
+		int status;
+
+		ASSERT_LE(0, pid);
+		if (pid == 0) {
+			if (setgid(65534) || setuid(65534))
+				_exit(2);
+			_exit(tsc_freq_from_sysfs(&f, self->dir) == -EACCES ? 0 : 1);
+		}
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		EXPECT_EQ(0, WEXITSTATUS(status));
+	} else {
+		EXPECT_EQ(-EACCES, tsc_freq_from_sysfs(&f, self->dir));
+	}
+}
+
+/* TSC_SYSFS_ROOT stands in for "/sys" when no root is passed. */
+TEST_F(root, root_from_environment)
+{
+	struct tsc_freq f;
+
+	put(_metadata, self->file, "3000000\n", 8);
+	ASSERT_EQ(0, setenv("TSC_SYSFS_ROOT", self->dir, 1));
+	EXPECT_EQ(0, tsc_freq_from_sysfs(&f, NULL));
+	EXPECT_EQ(3000000000u, f.num);
+	unsetenv("TSC_SYSFS_ROOT");
+}
+
+TEST(khz_parser)
+{
+	uint64_t khz = 7;
+
+	EXPECT_EQ(0, tsc__parse_khz("1\n", 2, &khz));
+	EXPECT_EQ(1u, khz);
+	EXPECT_EQ(0, tsc__parse_khz("18446744073709551", 17, &khz));
+	EXPECT_EQ(-ENODATA, tsc__parse_khz(NULL, 0, &khz));
+	EXPECT_EQ(-EINVAL, tsc__parse_khz("\n\n", 2, &khz));
+	EXPECT_EQ(-ERANGE, tsc__parse_khz("18446744073709551615", 20, &khz));
+}
+
+TEST(cpuid_leaf_15)
+{
+	struct tsc__cpuid l15 = { .eax = 2, .ebx = 216, .ecx = 24000000 };
+	struct tsc__cpuid l16 = { .eax = 2100 };	/* base 2100 MHz */
+	struct tsc_freq f;
+
+	/* Skylake-like: 24 MHz * 216 / 2 = 2.592 GHz, exactly. */
+	ASSERT_EQ(0, tsc__freq_from_leaf15(&f, &l15, NULL));
+	EXPECT_EQ(TSC_SOURCE_CPUID, f.source);
+	EXPECT_EQ(2592000000u, f.num / f.den);
+	EXPECT_EQ(0u, f.num % f.den);
+	/* No crystal: the TSC is the base frequency of leaf 0x16. */
+	l15.ecx = 0;
+	ASSERT_EQ(0, tsc__freq_from_leaf15(&f, &l15, &l16));
+	EXPECT_EQ(2100000000u, f.num / f.den);
+	EXPECT_GT(1e-9, fabs(f.precision_ppm - 0.5e6 / 2100e6 * 1e6));
+	EXPECT_EQ(-ENODATA, tsc__freq_from_leaf15(&f, &l15, NULL));
+	l16.eax = 0xffff0000;	/* only reserved bits */
+	EXPECT_EQ(-ENODATA, tsc__freq_from_leaf15(&f, &l15, &l16));
+	/* Not enumerated at all. */
+	l15 = (struct tsc__cpuid){ .eax = 0, .ebx = 216, .ecx = 24000000 };
+	EXPECT_EQ(-ENODATA, tsc__freq_from_leaf15(&f, &l15, NULL));
+	l15 = (struct tsc__cpuid){ .eax = 2, .ebx = 0, .ecx = 24000000 };
+	EXPECT_EQ(-ENODATA, tsc__freq_from_leaf15(&f, &l15, NULL));
+	/* Absurd: 4 GHz crystal * 2^32-1. */
+	l15 = (struct tsc__cpuid){ .eax = 1, .ebx = UINT32_MAX, .ecx = UINT32_MAX };
+	EXPECT_EQ(-ERANGE, tsc__freq_from_leaf15(&f, &l15, NULL));
+	l15 = (struct tsc__cpuid){ .eax = UINT32_MAX, .ebx = 1, .ecx = 24000000 };
+	EXPECT_EQ(-ERANGE, tsc__freq_from_leaf15(&f, &l15, NULL));
+}
+
+TEST(hypervisor_leaf)
+{
+	struct tsc__cpuid leaf = { .eax = 2600002 };
+	struct tsc_freq f;
+
+	ASSERT_EQ(0, tsc__freq_from_leaf40000010(&f, &leaf));
+	EXPECT_EQ(TSC_SOURCE_HYPERVISOR, f.source);
+	EXPECT_EQ(2600002000u, f.num / f.den);
+	leaf.eax = 0;
+	EXPECT_EQ(-ENODATA, tsc__freq_from_leaf40000010(&f, &leaf));
+	leaf.eax = 999;
+	EXPECT_EQ(-ERANGE, tsc__freq_from_leaf40000010(&f, &leaf));
+	leaf.eax = UINT32_MAX;
+	EXPECT_EQ(-ERANGE, tsc__freq_from_leaf40000010(&f, &leaf));
+}
+
+/* On this machine: whatever CPUID says, it is refused or in range. */
+TEST(real_cpuid_is_sane)
+{
+	struct tsc_freq f;
+	int err = tsc_freq_from_cpuid(&f);
+
+	TH_LOG("cpuid: %s", err ? tsc_last_error() : f.detail);
+	if (!err) {
+		EXPECT_TRUE(f.hz >= 1e6 && f.hz <= 2e10);
+	} else {
+		EXPECT_EQ(-ENODATA, err);
+	}
+	err = tsc_freq_from_hypervisor(&f);
+	TH_LOG("hypervisor: %s", err ? tsc_last_error() : f.detail);
+	if (!err) {
+		EXPECT_TRUE(f.hz >= 1e6 && f.hz <= 2e10);
+	} else {
+		EXPECT_EQ(-ENODATA, err);
+	}
+}
+
+TEST_HARNESS_MAIN
