@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Cost per call of libtsc's clock against the raw instructions and the
+ * system clock, measured side by side in one run: the variants take turns
+ * within every round, so machine noise hits them alike, and each variant's
+ * median over the rounds is compared.
+ *
+ * Usage: now_bench [--quick]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tsc.h"
+
+static struct tsc_clock clk;
+
+static inline uint64_t rdtscp(void)
+{
+	uint32_t lo, hi, aux;
+
+	__asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+static uint64_t ns_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Each loop consumes every result, so that none can be optimised away. */
+#define LOOP(name, expr)						\
+static uint64_t name(unsigned long n)					\
+{									\
+	uint64_t acc = 0;						\
+									\
+	for (unsigned long i = 0; i < n; i++)				\
+		acc += (expr);						\
+	return acc;							\
+}
+
+LOOP(loop_rdtsc, tsc_rdtsc())
+LOOP(loop_rdtsc_lfence, tsc_rdtsc_ordered())
+LOOP(loop_rdtscp, rdtscp())
+LOOP(loop_now, tsc_now(&clk))
+LOOP(loop_now_ordered, tsc_now_ordered(&clk))
+LOOP(loop_clock_gettime, ns_now())
+
+static const struct variant {
+	const char *name;
+	uint64_t (*loop)(unsigned long n);
+} variants[] = {
+	{ "rdtsc", loop_rdtsc },
+	{ "lfence;rdtsc", loop_rdtsc_lfence },
+	{ "rdtscp", loop_rdtscp },
+	{ "tsc_now", loop_now },
+	{ "tsc_now_ordered", loop_now_ordered },
+	{ "clock_gettime(MONOTONIC)", loop_clock_gettime },
+};
+#define NV (sizeof(variants) / sizeof(variants[0]))
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+	bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+	unsigned int rounds = quick ? 3 : 21;
+	unsigned long n = quick ? 200000 : 2000000;
+	double per_call[NV][21], median[NV];
+	volatile uint64_t sink = 0;
+
+	if (tsc_clock_init(&clk, NULL)) {
+		fprintf(stderr, "now_bench: %s\n", tsc_last_error());
+		return 1;
+	}
+	printf("frequency %.0f Hz from %s\n", clk.freq.hz, tsc_source_name(clk.freq.source));
+	for (unsigned int r = 0; r < rounds; r++)
+		for (size_t v = 0; v < NV; v++) {
+			uint64_t t0 = ns_now();
+
+			sink += variants[v].loop(n);
+			per_call[v][r] = (double)(ns_now() - t0) / (double)n;
+		}
+	(void)sink;
+
+	printf("%-26s %10s\n", "call", "ns (median)");
+	for (size_t v = 0; v < NV; v++) {
+		qsort(per_call[v], rounds, sizeof(double), cmp);
+		median[v] = per_call[v][rounds / 2];
+		printf("%-26s %10.2f\n", variants[v].name, median[v]);
+	}
+	printf("ratios (%u rounds of %lu calls each, side by side):\n", rounds, n);
+	printf("  tsc_now / rdtsc                  %.3fx  (target <= 1.02)\n", median[3] / median[0]);
+	printf("  tsc_now / clock_gettime          %.3fx  (target <= 0.45)\n", median[3] / median[5]);
+	printf("  rdtsc / clock_gettime            %.3fx  (the floor for any TSC clock)\n",
+	       median[0] / median[5]);
+	printf("  tsc_now_ordered / lfence;rdtsc   %.3fx\n", median[4] / median[1]);
+	printf("  tsc_now_ordered / rdtscp         %.3fx\n", median[4] / median[2]);
+	printf("  tsc_now_ordered / clock_gettime  %.3fx\n", median[4] / median[5]);
+	return 0;
+}
