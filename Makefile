@@ -2,8 +2,10 @@
 #
 # tsc_freq_khz: the module, its tests and the two commands of the README.
 #
-#   make                 build tsc_freq_khz.ko for KERNELRELEASE (or KDIR)
-#   make install         install it (INSTALL_MOD_PATH, DESTDIR honoured)
+#   make                 build tsc_freq_khz.ko for KERNELRELEASE (or KDIR), and libtsc
+#   make install         install both (INSTALL_MOD_PATH; PREFIX; DESTDIR)
+#   make bench           the benchmarks, full length
+#   make fuzz            the fuzz targets, FUZZ_SECONDS each
 #   make run             build, load (here or in a QEMU guest), show the files
 #   make check           every test: style, builds, unit, DKMS, guests
 #   sudo make check-host the selftests on this machine's own kernel
@@ -16,6 +18,9 @@ KERNELS := $(shell ls -d /lib/modules/*/build 2>/dev/null | sort -V | cut -d/ -f
 endif
 
 KERNELRELEASE ?= $(shell uname -r)
+# PIPESTATUS in lib-check.
+SHELL := /bin/bash
+
 # Default: the running kernel's build tree, else the newest one installed.
 ifeq ($(origin KDIR),undefined)
 KDIR := $(wildcard /lib/modules/$(KERNELRELEASE)/build)
@@ -32,7 +37,25 @@ SOURCES := Kbuild $(wildcard module/*.[ch] common/*.[ch])
 # 2, as many as this machine's cores, to hold the IRQ-off bound.
 SMP ?= 1 2 4
 
-all: module
+all: module lib
+
+# libtsc (userspace/) and its benchmarks (bench/).
+lib:
+	$(MAKE) -C userspace OUT=$(BUILD)/userspace
+
+lib-check: linux-source
+	$(MAKE) -C userspace check OUT=$(BUILD)/userspace \
+		KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests 2>&1 | tee $(BUILD)/lib-check.log; \
+	exit $${PIPESTATUS[0]}
+
+bench: lib
+	$(MAKE) -C bench run OUT=$(BUILD)/bench LIBTSC=$(BUILD)/userspace
+
+bench-smoke: lib
+	$(MAKE) -C bench smoke OUT=$(BUILD)/bench LIBTSC=$(BUILD)/userspace
+
+fuzz:
+	$(MAKE) -C userspace fuzz OUT=$(BUILD)/userspace
 
 module: $(SOURCES)
 	@test -n "$(KDIR)" || { echo "no kernel build tree: install linux-headers-$(KERNELRELEASE)" >&2; exit 1; }
@@ -40,10 +63,15 @@ module: $(SOURCES)
 
 # Into updates/, where Debian's depmod looks first (6.1's kbuild says extra/,
 # 6.12's updates/).  kbuild skips depmod without System.map, which Debian's
-# headers lack, so run it here, except when staging into DESTDIR for a package (its
-# postinst runs depmod on the target).
+# headers lack, so run it here, except when staging into DESTDIR for a
+# package (its postinst runs depmod on the target).
 INSTALL_MOD_DIR ?= updates
-install: module
+install: install-module install-lib
+
+install-lib: lib
+	$(MAKE) -C userspace install OUT=$(BUILD)/userspace
+
+install-module: module
 	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR)$(INSTALL_MOD_PATH) \
 		INSTALL_MOD_DIR=$(INSTALL_MOD_DIR) modules_install
 	$(if $(DESTDIR),,depmod -b "$(or $(INSTALL_MOD_PATH),/)" $(shell cat $(KDIR)/include/config/kernel.release))
@@ -54,11 +82,23 @@ install-check:
 	set -e; for k in $(KERNELS); do \
 		rm -rf $(BUILD)/install && mkdir -p $(BUILD)/install/src; \
 		cp -a Kbuild Makefile dkms.conf module common $(BUILD)/install/src/; \
-		$(MAKE) -s -C $(BUILD)/install/src install KERNELRELEASE=$$k \
+		$(MAKE) -s -C $(BUILD)/install/src install-module KERNELRELEASE=$$k \
 			DESTDIR=$(BUILD)/install/root > $(BUILD)/install/log 2>&1 || \
 			{ cat $(BUILD)/install/log; exit 1; }; \
 		ls $(BUILD)/install/root/lib/modules/$$k/updates/tsc_freq_khz.ko*; \
 	done
+	@# libtsc staged the same way, then used as a packager's user would.
+	$(MAKE) -s -C userspace install OUT=$(BUILD)/userspace PREFIX=/usr \
+		DESTDIR=$(BUILD)/install/root
+	printf '#include <tsc.h>\nint main(void) { return tsc_source_name(TSC_SOURCE_SYSFS)[0] != 0x73; }\n' \
+		> $(BUILD)/install/use.c
+	PKG_CONFIG_SYSROOT_DIR=$(BUILD)/install/root \
+	PKG_CONFIG_LIBDIR=$(BUILD)/install/root/usr/lib/pkgconfig \
+	PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1 \
+		sh -c 'cc $(BUILD)/install/use.c $$(pkg-config --cflags --libs libtsc) \
+			-Wl,-rpath,$(BUILD)/install/root/usr/lib -o $(BUILD)/install/use'
+	$(BUILD)/install/use
+	ls $(BUILD)/install/root/usr/share/man/man3/tsc_now.3 $(BUILD)/install/root/usr/lib/libtsc.so.0
 
 clean:
 	@test -z "$(KDIR)" || $(MAKE) -C $(KDIR) M=$(CURDIR) clean
@@ -167,8 +207,10 @@ check: deps-check
 	$(MAKE) kbuild-check
 	$(MAKE) install-check
 	$(MAKE) check-unit
+	$(MAKE) lib-check
+	$(MAKE) bench-smoke
 	$(MAKE) vm-check
-	@cat $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc) | awk \
+	@cat $(BUILD)/lib-check.log $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc) | awk \
 		'/^ok .*# SKIP/ { s++; next } /^ok / { p++ } /^not ok / { f++ } \
 		END { printf "check: %d passed, %d failed, %d skipped\n", p, f, s }'
 
@@ -193,6 +235,7 @@ run: deps-run
 			scripts/show.sh --load $(BUILD)/kbuild/$$k/tsc_freq_khz.ko; \
 	fi || [ $$? -eq 1 ]
 
-.PHONY: all module install install-check clean linux-source style kbuild-check selftests \
+.PHONY: all module lib lib-check bench bench-smoke fuzz install install-module install-lib \
+	install-check clean linux-source style kbuild-check selftests \
 	check-unit dkms-check vm-check $(VM_RUNS) vm-notsc check check-host run \
 	deps-run deps-check

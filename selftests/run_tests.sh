@@ -29,7 +29,8 @@ case $ko in
 esac
 
 tests=(estimator_test unload lifecycle_test clients_test load sysfs_test
-       trigger_test hotplug_test unload kernel_file_test dmesg_clean)
+       trigger_test hotplug_test libtsc_test unload libtsc_test
+       kernel_file_test dmesg_clean)
 n=0 passed=0 failed=0 skipped=0
 
 echo "TAP version 13"

@@ -33,35 +33,6 @@ static inline uint64_t rdtsc_ordered(void)
 	return ((uint64_t)hi << 32) | lo;
 }
 
-/*
- * The last kernel message containing 'needle', copied into out.  Reads the
- * whole ring buffer through /dev/kmsg without blocking.
- */
-static bool kmsg_last(const char *needle, char *out, size_t size)
-{
-	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
-	char rec[2048];
-	bool found = false;
-	ssize_t n;
-
-	if (fd < 0)
-		return false;
-	while ((n = read(fd, rec, sizeof(rec) - 1)) > 0 || (n < 0 && errno == EPIPE)) {
-		char *msg;
-
-		if (n <= 0)
-			continue;	/* EPIPE: records were overwritten */
-		rec[n] = '\0';
-		msg = strchr(rec, ';');
-		if (msg && strstr(msg, needle)) {
-			snprintf(out, size, "%s", msg + 1);
-			found = true;
-		}
-	}
-	close(fd);
-	return found;
-}
-
 TEST(freq_format)
 {
 	regex_t re;
@@ -84,20 +55,14 @@ TEST(freq_format)
  */
 TEST(freq_equals_kernel_message)
 {
-	uint64_t khz = READ_U64(FREQ_FILE);
-	unsigned long mhz, frac;
+	uint64_t khz = READ_U64(FREQ_FILE), kernel;
 	char msg[512];
-	const char *p;
 
-	if (kmsg_last("Refined TSC clocksource calibration:", msg, sizeof(msg)))
-		p = strstr(msg, "calibration:") + strlen("calibration:");
-	else if (kmsg_last("tsc: Detected ", msg, sizeof(msg)))
-		p = strstr(msg, "Detected ") + strlen("Detected ");
-	else
+	kernel = kernel_khz_from_log(msg, sizeof(msg));
+	if (!kernel)
 		SKIP(return, "the kernel log no longer holds the TSC calibration");
-	ASSERT_EQ(2, sscanf(p, "%lu.%3lu MHz", &mhz, &frac)) TH_LOG("%s", msg);
 	TH_LOG("kernel said: %s", msg);
-	EXPECT_EQ(mhz * 1000 + frac, khz);
+	EXPECT_EQ(kernel, khz);
 }
 
 /* Bracketed sample: a clock read between two ordered TSC reads. */

@@ -164,6 +164,52 @@ static inline uint64_t now_ns(clockid_t clock)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * The last kernel message containing 'needle', copied into out.  Reads the
+ * whole ring buffer through /dev/kmsg without blocking.
+ */
+static inline bool kmsg_last(const char *needle, char *out, size_t size)
+{
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+	char rec[2048];
+	bool found = false;
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	while ((n = read(fd, rec, sizeof(rec) - 1)) > 0 || (n < 0 && errno == EPIPE)) {
+		char *msg;
+
+		if (n <= 0)
+			continue;	/* EPIPE: records were overwritten */
+		rec[n] = '\0';
+		msg = strchr(rec, ';');
+		if (msg && strstr(msg, needle)) {
+			snprintf(out, size, "%s", msg + 1);
+			found = true;
+		}
+	}
+	close(fd);
+	return found;
+}
+
+/* The kHz the kernel announced it settled on, or 0 if the log lost it. */
+static inline uint64_t kernel_khz_from_log(char *msg, size_t size)
+{
+	unsigned long mhz, frac;
+	const char *p;
+
+	if (kmsg_last("Refined TSC clocksource calibration:", msg, size))
+		p = strstr(msg, "calibration:") + strlen("calibration:");
+	else if (kmsg_last("tsc: Detected ", msg, size))
+		p = strstr(msg, "Detected ") + strlen("Detected ");
+	else
+		return 0;
+	if (sscanf(p, "%lu.%3lu MHz", &mhz, &frac) != 2)
+		return 0;
+	return mhz * 1000 + frac;
+}
+
 /* Skip the whole test program unless the module's files are there. */
 #define REQUIRE_MODULE()						\
 	do {								\
