@@ -5,18 +5,25 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
 static _Thread_local char reason[512];
 
+/*
+ * The arguments may include tsc_last_error() itself, to wrap a reason in
+ * more context: format elsewhere first, as the buffers must not overlap.
+ */
 int tsc__fail(int err, const char *fmt, ...)
 {
+	char next[sizeof(reason)];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(reason, sizeof(reason), fmt, ap);
+	vsnprintf(next, sizeof(next), fmt, ap);
 	va_end(ap);
+	memcpy(reason, next, sizeof(reason));
 	return err;
 }
 

@@ -25,7 +25,14 @@ void tsc__clear_error(void);
 int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
 		  uint64_t den, double precision_ppm);
 
+/* sysfs.c: the root ($TSC_SYSFS_ROOT, "/sys"), and one-value files. */
+const char *tsc__sysfs_root(const char *root);
+int tsc__read_value(const char *root, const char *rel, char *path, size_t path_size,
+		    char *buf, size_t size, size_t *len);
+
 /* Parsers, pure: the fuzz targets call them with any bytes. */
+int tsc__parse_u64(const char *buf, size_t len, uint64_t *val);
+int tsc__parse_s64(const char *buf, size_t len, int64_t *val);
 int tsc__parse_khz(const char *buf, size_t len, uint64_t *khz);
 
 struct tsc__cpuid {

@@ -6,84 +6,28 @@
  */
 #include <cpuid.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
 
 #define FREQ_FILE	"/devices/system/cpu/cpu0/tsc_freq_khz"
 #define MAX_FILE	64	/* a kHz value and a newline need 21 bytes */
 
-/*
- * Exactly what the kernel writes: decimal digits, no sign, no leading
- * zero, at most one newline after them, nothing else.
- */
-int tsc__parse_khz(const char *buf, size_t len, uint64_t *khz)
-{
-	uint64_t v = 0;
-	size_t i, digits;
-
-	if (len && buf[len - 1] == '\n')
-		len--;
-	if (!len)
-		return tsc__fail(-ENODATA, "empty");
-	for (i = 0; i < len && buf[i] >= '0' && buf[i] <= '9'; i++) {
-		if (v > (UINT64_MAX - 9) / 10)
-			return tsc__fail(-ERANGE, "too large a number");
-		v = v * 10 + (uint64_t)(buf[i] - '0');
-	}
-	digits = i;
-	if (digits != len)
-		return tsc__fail(-EINVAL, "not a plain decimal number (byte %zu is 0x%02x)",
-				 i, (unsigned char)buf[i]);
-	if (digits > 1 && buf[0] == '0')
-		return tsc__fail(-EINVAL, "leading zero");
-	if (v == 0)
-		return tsc__fail(-ERANGE, "zero");
-	*khz = v;
-	return 0;
-}
-
-static const char *sysfs_root(const char *root)
-{
-	const char *env;
-
-	if (root)
-		return root;
-	/* secure_getenv: a set-uid program must not be steered by its caller. */
-	env = secure_getenv("TSC_SYSFS_ROOT");
-	return env && *env ? env : "/sys";
-}
-
 int tsc_freq_from_sysfs(struct tsc_freq *f, const char *root)
 {
 	char path[4096], buf[MAX_FILE + 1];
-	ssize_t len;
 	uint64_t khz;
-	int fd, err;
+	size_t len;
+	int err;
 
 	tsc__clear_error();
-	if ((size_t)snprintf(path, sizeof(path), "%s" FREQ_FILE,
-			     sysfs_root(root)) >= sizeof(path))
-		return tsc__fail(-ENAMETOOLONG, "sysfs root too long");
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		err = -errno;
-		return tsc__fail(err, "%s: %s%s", path, strerror(-err),
-				 err == -ENOENT ? " (is the tsc_freq_khz module loaded?)" : "");
-	}
-	len = read(fd, buf, sizeof(buf));
-	err = len < 0 ? -errno : 0;
-	close(fd);
+	err = tsc__read_value(root, FREQ_FILE, path, sizeof(path), buf, sizeof(buf), &len);
+	if (err == -ENOENT)
+		return tsc__fail(err, "%s (is the tsc_freq_khz module loaded?)", tsc_last_error());
 	if (err)
-		return tsc__fail(err, "%s: %s", path, strerror(-err));
-	if (len > MAX_FILE)
-		return tsc__fail(-EFBIG, "%s: longer than %d bytes", path, MAX_FILE);
-
-	err = tsc__parse_khz(buf, (size_t)len, &khz);
+		return err;
+	err = tsc__parse_khz(buf, len, &khz);
 	if (err)
 		return tsc__fail(err, "%s: %s", path, tsc_last_error());
 	err = tsc__freq_set(f, TSC_SOURCE_SYSFS, khz > UINT64_MAX / 1000 ? 0 : khz * 1000,

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Reading sysfs files that hold one value, and parsing that value exactly
+ * as the kernel writes it.  Every file may be missing, empty, unreadable,
+ * huge or full of junk: each case is an error with a reason, never a guess.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+const char *tsc__sysfs_root(const char *root)
+{
+	const char *env;
+
+	if (root)
+		return root;
+	/* secure_getenv: a set-uid program must not be steered by its caller. */
+	env = secure_getenv("TSC_SYSFS_ROOT");
+	return env && *env ? env : "/sys";
+}
+
+int tsc__read_value(const char *root, const char *rel, char *path, size_t path_size,
+		    char *buf, size_t size, size_t *len)
+{
+	ssize_t n;
+	int fd, err;
+
+	if ((size_t)snprintf(path, path_size, "%s%s", tsc__sysfs_root(root), rel) >= path_size)
+		return tsc__fail(-ENAMETOOLONG, "sysfs root too long");
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		err = -errno;
+		return tsc__fail(err, "%s: %s", path, strerror(-err));
+	}
+	/* One read more than fits tells a file that is too long. */
+	n = read(fd, buf, size);
+	err = n < 0 ? -errno : 0;
+	close(fd);
+	if (err)
+		return tsc__fail(err, "%s: %s", path, strerror(-err));
+	if ((size_t)n >= size)
+		return tsc__fail(-EFBIG, "%s: longer than %zu bytes", path, size - 1);
+	buf[n] = '\0';
+	*len = (size_t)n;
+	return 0;
+}
+
+/*
+ * Decimal digits, an optional minus sign when 'neg' is allowed, no leading
+ * zero, at most one newline after, nothing else.
+ */
+static int parse(const char *buf, size_t len, bool neg, uint64_t *mag, bool *minus)
+{
+	size_t i = 0, start;
+	uint64_t v = 0;
+
+	if (len && buf[len - 1] == '\n')
+		len--;
+	if (!len)
+		return tsc__fail(-ENODATA, "empty");
+	*minus = neg && buf[0] == '-';
+	start = i = *minus;
+	for (; i < len && buf[i] >= '0' && buf[i] <= '9'; i++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return tsc__fail(-ERANGE, "too large a number");
+		v = v * 10 + (uint64_t)(buf[i] - '0');
+	}
+	if (i == start || i != len)
+		return tsc__fail(-EINVAL, "not a plain decimal number (byte %zu is 0x%02x)",
+				 i, i < len ? (unsigned char)buf[i] : 0);
+	if (len - start > 1 && buf[start] == '0')
+		return tsc__fail(-EINVAL, "leading zero");
+	*mag = v;
+	return 0;
+}
+
+int tsc__parse_u64(const char *buf, size_t len, uint64_t *val)
+{
+	bool minus;
+
+	return parse(buf, len, false, val, &minus);
+}
+
+int tsc__parse_s64(const char *buf, size_t len, int64_t *val)
+{
+	uint64_t mag;
+	bool minus;
+	int err = parse(buf, len, true, &mag, &minus);
+
+	if (err)
+		return err;
+	if (mag > (uint64_t)INT64_MAX + minus)
+		return tsc__fail(-ERANGE, "beyond 64-bit signed");
+	*val = minus ? (int64_t)(0 - mag) : (int64_t)mag;
+	return 0;
+}
+
+int tsc__parse_khz(const char *buf, size_t len, uint64_t *khz)
+{
+	int err = tsc__parse_u64(buf, len, khz);
+
+	if (!err && *khz == 0)
+		return tsc__fail(-ERANGE, "zero");
+	return err;
+}
