@@ -118,6 +118,65 @@ int tsc_conv_init(struct tsc_conv *c, uint64_t num, uint64_t den);
  */
 int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts);
 
+/* ---- Can TSC readings be compared across CPUs? ---- */
+
+enum tsc_cpu_status {
+	TSC_CPU_UNMEASURED = 0,	/* offline, not allowed, or no result */
+	TSC_CPU_REFERENCE,	/* the others are measured against it */
+	TSC_CPU_MEASURED,
+};
+
+/* One CPU's TSC against the reference CPU's, read at the same instant. */
+struct tsc_cpu_offset {
+	int cpu;
+	enum tsc_cpu_status status;
+	int64_t offset;		/* estimate, ticks */
+	int64_t min, max;	/* the offset is certainly within [min, max] */
+	uint32_t rounds;	/* probes the result rests on */
+	bool consistent;	/* all probes agree: a constant offset */
+};
+
+enum tsc_offsets_source {
+	TSC_OFFSETS_NONE = 0,	/* fewer than two CPUs to compare */
+	TSC_OFFSETS_MODULE,	/* the tsc_freq_khz module measured them */
+	TSC_OFFSETS_USERSPACE,	/* this library measured them */
+};
+
+struct tsc_report {
+	/* The CPU, from CPUID. */
+	bool invariant_tsc;	/* 0x80000007 EDX[8]: constant rate, never stops */
+	bool rdtscp;		/* 0x80000001 EDX[27] */
+	bool tsc_adjust;	/* 7 EBX[1]: the TSC_ADJUST MSR */
+	/* The kernel. */
+	char clocksource[32];	/* current clocksource, "" if unknown */
+	int kernel_unstable;	/* the module's tsc/unstable: 1, 0; -1 unknown */
+	/* The offsets. */
+	enum tsc_offsets_source offsets_source;
+	int reference_cpu;	/* -1 when nothing was measured */
+	unsigned int ncpus;
+	struct tsc_cpu_offset *cpus;	/* ncpus entries, by CPU number */
+	uint64_t max_skew_ticks;	/* bound on any two CPUs' difference */
+	bool monotonic;		/* every CPU measured, consistent, no step back */
+	/* The verdict: safe to compare TSC readings across CPUs? */
+	bool trustworthy;
+	char verdict[512];	/* "yes: ..." or "no: ...; ..." in words */
+};
+
+struct tsc_report_opts {
+	size_t sz;		/* set by TSC_REPORT_OPTS */
+	const char *sysfs_root;	/* as in struct tsc_opts */
+	bool userspace;		/* measure in userspace even if the module is there */
+	unsigned int max_ms;	/* userspace measurement time limit (0: 1000) */
+	unsigned int min_rounds; /* probes wanted per CPU (0: 256) */
+};
+
+#define TSC_REPORT_OPTS(name, ...)					\
+	struct tsc_report_opts name = { .sz = sizeof(struct tsc_report_opts), __VA_ARGS__ }
+
+/* Fill r; free it with tsc_report_free().  opts may be NULL. */
+int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts);
+void tsc_report_free(struct tsc_report *r);
+
 /* ---- Inline fast paths ---- */
 
 /* (a * frac) / 2^64: one 64x64->128 multiplication. */

@@ -48,9 +48,6 @@ struct opts {
 	bool verify;
 };
 
-#define OPT(o, field) \
-	((o)->sz >= offsetof(struct tsc_opts, field) + sizeof((o)->field) ? (o)->field : 0)
-
 static int read_opts(const struct tsc_opts *o, struct opts *out)
 {
 	*out = (struct opts){ 0 };
@@ -58,12 +55,12 @@ static int read_opts(const struct tsc_opts *o, struct opts *out)
 		if (o->sz < sizeof(o->sz))
 			return tsc__fail(-EINVAL, "opts->sz is %zu: declare options with TSC_OPTS()",
 					 o->sz);
-		out->sysfs_root = OPT(o, sysfs_root);
-		out->source = OPT(o, source);
-		out->calibrate_ppm = OPT(o, calibrate_ppm);
-		out->calibrate_max_ms = OPT(o, calibrate_max_ms);
-		out->verify = OPT(o, verify);
-		out->verify_ppm = OPT(o, verify_ppm);
+		out->sysfs_root = TSC__OPT(o, struct tsc_opts, sysfs_root);
+		out->source = TSC__OPT(o, struct tsc_opts, source);
+		out->calibrate_ppm = TSC__OPT(o, struct tsc_opts, calibrate_ppm);
+		out->calibrate_max_ms = TSC__OPT(o, struct tsc_opts, calibrate_max_ms);
+		out->verify = TSC__OPT(o, struct tsc_opts, verify);
+		out->verify_ppm = TSC__OPT(o, struct tsc_opts, verify_ppm);
 	}
 	if (out->verify_ppm <= 0)
 		out->verify_ppm = 100;

@@ -11,10 +11,19 @@
 #include <stdint.h>
 
 #include "tsc.h"
+#include "tsc_offset.h"
 
 /* The frequencies anything here accepts: 1 MHz to 20 GHz. */
 #define TSC_MIN_HZ	1000000ull
 #define TSC_MAX_HZ	20000000000ull
+
+/*
+ * A field of a caller's options struct, whose size it says in o->sz: the
+ * value if that struct (from an older or newer header) has the field, 0 if
+ * it ends before it.
+ */
+#define TSC__OPT(o, type, field) \
+	((o)->sz >= offsetof(type, field) + sizeof((o)->field) ? (o)->field : 0)
 
 /* Record why, for tsc_last_error(), and return err (a negative errno). */
 int tsc__fail(int err, const char *fmt, ...)
@@ -56,5 +65,21 @@ struct tsc__calib_clock {
 
 int tsc__calibrate(struct tsc_freq *f, const struct tsc__calib_clock *clk,
 		   double target_ppm, uint64_t max_ns);
+
+/* probe.c: offsets measured in userspace. */
+struct tsc__event {
+	uint32_t cpu;	/* index into the list of CPUs probed */
+	uint64_t tsc;
+};
+
+void tsc__probe_decode(const struct tsc__event *log, size_t n, unsigned int ref,
+		       struct tsc_offset_est *est, bool *warp);
+/*
+ * Race threads on cpus[0..n) until each has min_rounds probes against
+ * cpus[ref], or max_ms pass; est[i] gets cpus[i]'s probes.
+ */
+int tsc__probe_offsets(const int *cpus, unsigned int n, unsigned int ref,
+		       unsigned int min_rounds, unsigned int max_ms,
+		       struct tsc_offset_est *est, bool *warp);
 
 #endif /* TSC_INTERNAL_H */

@@ -75,6 +75,9 @@ static int parse(const char *buf, size_t len, bool neg, uint64_t *mag, bool *min
 				 i, i < len ? (unsigned char)buf[i] : 0);
 	if (len - start > 1 && buf[start] == '0')
 		return tsc__fail(-EINVAL, "leading zero");
+	/* The kernel never writes "-0": found by value_fuzz. */
+	if (*minus && v == 0)
+		return tsc__fail(-EINVAL, "negative zero");
 	*mag = v;
 	return 0;
 }

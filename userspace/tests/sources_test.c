@@ -155,6 +155,23 @@ TEST_F(root, root_from_environment)
 	unsetenv("TSC_SYSFS_ROOT");
 }
 
+TEST(signed_parser)
+{
+	int64_t v = 7;
+
+	EXPECT_EQ(0, tsc__parse_s64("-40\n", 4, &v));
+	EXPECT_EQ(-40, v);
+	EXPECT_EQ(0, tsc__parse_s64("0", 1, &v));
+	EXPECT_EQ(0, tsc__parse_s64("-9223372036854775808", 20, &v));
+	EXPECT_EQ(INT64_MIN, v);
+	EXPECT_EQ(-ERANGE, tsc__parse_s64("9223372036854775808", 19, &v));
+	EXPECT_EQ(-EINVAL, tsc__parse_s64("-0", 2, &v));	/* found by value_fuzz */
+	EXPECT_EQ(-EINVAL, tsc__parse_s64("-", 1, &v));
+	EXPECT_EQ(-EINVAL, tsc__parse_s64("--1", 3, &v));
+	EXPECT_EQ(-EINVAL, tsc__parse_s64("-01", 3, &v));
+	EXPECT_EQ(-EINVAL, tsc__parse_u64("-1", 2, (uint64_t *)&v));
+}
+
 TEST(khz_parser)
 {
 	uint64_t khz = 7;

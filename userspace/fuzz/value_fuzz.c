@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The sysfs value parsers on any bytes: they must never crash, and what
+ * they accept must be exactly a plain decimal that round-trips (the
+ * number printed back gives the input, its one newline aside).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void round_trip(const uint8_t *data, size_t size, const char *back)
+{
+	size_t len = strlen(back);
+
+	if ((size != len && !(size == len + 1 && data[len] == '\n')) ||
+	    memcmp(back, data, len))
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *buf = (const char *)data;
+	char back[32];
+	uint64_t u;
+	int64_t s;
+
+	if (!tsc__parse_u64(buf, size, &u)) {
+		snprintf(back, sizeof(back), "%llu", (unsigned long long)u);
+		round_trip(data, size, back);
+	}
+	if (!tsc__parse_s64(buf, size, &s)) {
+		snprintf(back, sizeof(back), "%lld", (long long)s);
+		round_trip(data, size, back);
+	}
+	if (!tsc__parse_khz(buf, size, &u) && u == 0)
+		abort();
+	return 0;
+}

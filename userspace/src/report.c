@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Can TSC readings taken on different CPUs be compared?  What the CPU
+ * promises (CPUID), what the kernel thinks (its clocksource, and the
+ * module's trust files), and the CPUs' offsets: from the module when it is
+ * loaded, else measured here (probe.c).  The verdict says yes only when
+ * nothing speaks against it, and says why either way.
+ */
+#include <cpuid.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define CPU_DIR		"/devices/system/cpu"
+#define MAX_VALUE	32
+
+static void cpu_features(struct tsc_report *r)
+{
+	unsigned int a, b, c, d, max = __get_cpuid_max(0x80000000, NULL);
+
+	if (max >= 0x80000007 && __get_cpuid(0x80000007, &a, &b, &c, &d))
+		r->invariant_tsc = d & (1u << 8);
+	if (max >= 0x80000001 && __get_cpuid(0x80000001, &a, &b, &c, &d))
+		r->rdtscp = d & (1u << 27);
+	if (__get_cpuid_max(0, NULL) >= 7) {
+		__cpuid_count(7, 0, a, b, c, d);
+		r->tsc_adjust = b & (1u << 1);
+	}
+}
+
+static int read_u64(const char *root, const char *rel, uint64_t *v)
+{
+	char path[4096], buf[MAX_VALUE];
+	size_t len;
+	int err = tsc__read_value(root, rel, path, sizeof(path), buf, sizeof(buf), &len);
+
+	if (!err && (err = tsc__parse_u64(buf, len, v)))
+		tsc__fail(err, "%s: %s", path, tsc_last_error());
+	return err;
+}
+
+static int read_s64(const char *root, const char *rel, int64_t *v)
+{
+	char path[4096], buf[MAX_VALUE];
+	size_t len;
+	int err = tsc__read_value(root, rel, path, sizeof(path), buf, sizeof(buf), &len);
+
+	if (!err && (err = tsc__parse_s64(buf, len, v)))
+		tsc__fail(err, "%s: %s", path, tsc_last_error());
+	return err;
+}
+
+/* A word from a file, newline dropped; "" if there is none. */
+static void read_word(const char *root, const char *rel, char *out, size_t size)
+{
+	char path[4096], buf[MAX_VALUE];
+	size_t len;
+
+	out[0] = '\0';
+	if (tsc__read_value(root, rel, path, sizeof(path), buf, sizeof(buf), &len))
+		return;
+	buf[strcspn(buf, "\n")] = '\0';
+	snprintf(out, size, "%s", buf);
+}
+
+static int read_cpu(const char *root, struct tsc_cpu_offset *c)
+{
+	char rel[128], status[MAX_VALUE];
+	uint64_t rounds, consistent;
+	int err;
+
+	snprintf(rel, sizeof(rel), CPU_DIR "/cpu%d/tsc/status", c->cpu);
+	read_word(root, rel, status, sizeof(status));
+	if (!strcmp(status, "reference"))
+		c->status = TSC_CPU_REFERENCE;
+	else if (!strcmp(status, "measured"))
+		c->status = TSC_CPU_MEASURED;
+	else
+		return 0;	/* unmeasured, no such CPU, or not the module's */
+
+#define FIELD(name, fn, dst)						\
+	snprintf(rel, sizeof(rel), CPU_DIR "/cpu%d/tsc/" name, c->cpu);	\
+	err = fn(root, rel, dst);					\
+	if (err)							\
+		goto unmeasured;
+	FIELD("offset_ticks", read_s64, &c->offset);
+	FIELD("offset_min_ticks", read_s64, &c->min);
+	FIELD("offset_max_ticks", read_s64, &c->max);
+	FIELD("rounds", read_u64, &rounds);
+	FIELD("consistent", read_u64, &consistent);
+#undef FIELD
+	if (c->min > c->offset || c->offset > c->max || consistent > 1 ||
+	    rounds > UINT32_MAX) {
+		err = tsc__fail(-EINVAL, "cpu%d: the module's offset files contradict each other",
+				c->cpu);
+		goto unmeasured;
+	}
+	c->rounds = (uint32_t)rounds;
+	c->consistent = consistent;
+	return 0;
+
+unmeasured:
+	/* ENODATA: it went offline while we read; otherwise a real problem. */
+	c->status = TSC_CPU_UNMEASURED;
+	return err == -ENODATA ? 0 : err;
+}
+
+/*
+ * The module's files, as one measurement: read its generation before and
+ * after, and read again if a new measurement landed in between.
+ */
+static int module_offsets(const char *root, struct tsc_report *r)
+{
+	for (int tries = 0; tries < 5; tries++) {
+		uint64_t gen, gen_after, skew, monotonic;
+		int64_t ref;
+		int err;
+
+		if ((err = read_u64(root, CPU_DIR "/tsc/generation", &gen)) ||
+		    (err = read_s64(root, CPU_DIR "/tsc/reference_cpu", &ref)) ||
+		    (err = read_u64(root, CPU_DIR "/tsc/max_skew_ticks", &skew)) ||
+		    (err = read_u64(root, CPU_DIR "/tsc/monotonic", &monotonic)))
+			return err;
+		for (unsigned int i = 0; i < r->ncpus; i++) {
+			r->cpus[i] = (struct tsc_cpu_offset){ .cpu = (int)i };
+			err = read_cpu(root, &r->cpus[i]);
+			if (err)
+				return err;
+		}
+		if ((err = read_u64(root, CPU_DIR "/tsc/generation", &gen_after)))
+			return err;
+		if (gen == gen_after) {
+			r->offsets_source = TSC_OFFSETS_MODULE;
+			r->reference_cpu = (int)ref;
+			r->max_skew_ticks = skew;
+			r->monotonic = monotonic == 1;
+			return 0;
+		}
+	}
+	return tsc__fail(-EAGAIN, "the module measured again while it was read, five times");
+}
+
+static int userspace_offsets(struct tsc_report *r, unsigned int min_rounds,
+			     unsigned int max_ms)
+{
+	struct tsc_offset_est *est;
+	unsigned int n = 0;
+	struct tsc_skew skew;
+	cpu_set_t set;
+	bool warp, all = true;
+	int *cpus, err;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return tsc__fail(-errno, "sched_getaffinity: %s", strerror(errno));
+	cpus = calloc(r->ncpus, sizeof(*cpus));
+	est = calloc(r->ncpus, sizeof(*est));
+	if (!cpus || !est) {
+		free(cpus);
+		free(est);
+		return tsc__fail(-ENOMEM, "out of memory");
+	}
+	for (unsigned int i = 0; i < r->ncpus && i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &set))
+			cpus[n++] = (int)i;
+	if (n < 2) {
+		free(cpus);
+		free(est);
+		return 0;	/* one CPU: nothing to compare */
+	}
+	err = tsc__probe_offsets(cpus, n, 0, min_rounds, max_ms, est, &warp);
+	if (!err) {
+		r->offsets_source = TSC_OFFSETS_USERSPACE;
+		r->reference_cpu = cpus[0];
+		tsc_skew_init(&skew);
+		for (unsigned int i = 0; i < n; i++) {
+			struct tsc_cpu_offset *c = &r->cpus[cpus[i]];
+			struct tsc_offset_result res;
+
+			if (i == 0) {
+				c->status = TSC_CPU_REFERENCE;
+				c->consistent = true;
+			} else if (tsc_offset_result(&est[i], &res)) {
+				*c = (struct tsc_cpu_offset){
+					.cpu = cpus[i], .status = TSC_CPU_MEASURED,
+					.offset = res.offset, .min = res.min, .max = res.max,
+					.rounds = res.rounds, .consistent = res.consistent,
+				};
+				tsc_skew_add(&skew, &res);
+			} else {
+				all = false;
+			}
+		}
+		r->max_skew_ticks = tsc_skew_max(&skew);
+		r->monotonic = all && skew.monotonic && !warp;
+	}
+	free(cpus);
+	free(est);
+	return err;
+}
+
+/* Append "; "-separated text to the verdict. */
+static void say(struct tsc_report *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void say(struct tsc_report *r, const char *fmt, ...)
+{
+	size_t used = strlen(r->verdict);
+	va_list ap;
+
+	if (used + 3 >= sizeof(r->verdict))
+		return;
+	if (r->verdict[used - 1] != ' ')
+		used += (size_t)snprintf(r->verdict + used, sizeof(r->verdict) - used, "; ");
+	va_start(ap, fmt);
+	vsnprintf(r->verdict + used, sizeof(r->verdict) - used, fmt, ap);
+	va_end(ap);
+}
+
+static void judge(struct tsc_report *r)
+{
+	static const char *const by[] = {
+		[TSC_OFFSETS_NONE] = "", [TSC_OFFSETS_MODULE] = " (measured by the module)",
+		[TSC_OFFSETS_USERSPACE] = " (measured in userspace)",
+	};
+	unsigned int measured = 0, blame = 0;
+
+	for (unsigned int i = 0; i < r->ncpus; i++)
+		if (r->cpus[i].status == TSC_CPU_MEASURED) {
+			measured++;
+			if (!r->cpus[i].consistent)
+				blame++;
+		}
+	r->trustworthy = r->invariant_tsc && r->kernel_unstable != 1 &&
+			 (r->offsets_source == TSC_OFFSETS_NONE || r->monotonic);
+	snprintf(r->verdict, sizeof(r->verdict), "%s: ", r->trustworthy ? "yes" : "no");
+	if (!r->invariant_tsc)
+		say(r, "the CPU does not promise an invariant TSC (CPUID 0x80000007 EDX[8])");
+	if (r->kernel_unstable == 1)
+		say(r, "the kernel marked the TSC unstable");
+	if (r->offsets_source != TSC_OFFSETS_NONE && !r->monotonic) {
+		if (blame)
+			say(r, "%u CPU(s) showed offsets that moved during the measurement", blame);
+		say(r, "monotonic across CPUs not proven%s", by[r->offsets_source]);
+	}
+	if (r->offsets_source == TSC_OFFSETS_NONE)
+		say(r, "a single CPU: nothing to compare");
+	else if (r->monotonic)
+		say(r, "%u CPUs within %llu ticks of each other, never stepping back%s",
+		    measured + 1, (unsigned long long)r->max_skew_ticks,
+		    by[r->offsets_source]);
+	if (r->kernel_unstable == -1)
+		say(r, "the kernel's own verdict is unknown (tsc_freq_khz not loaded)");
+	if (r->clocksource[0] && strcmp(r->clocksource, "tsc"))
+		say(r, "the kernel's clocksource is %s, not tsc", r->clocksource);
+}
+
+struct ropts {
+	const char *sysfs_root;
+	bool userspace;
+	unsigned int max_ms, min_rounds;
+};
+
+int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
+{
+	struct ropts o = { 0 };
+	long conf = sysconf(_SC_NPROCESSORS_CONF);
+	uint64_t unstable;
+	int err;
+
+	tsc__clear_error();
+	memset(r, 0, sizeof(*r));
+	r->reference_cpu = -1;
+	r->kernel_unstable = -1;
+	if (opts) {
+		if (opts->sz < sizeof(opts->sz))
+			return tsc__fail(-EINVAL, "opts->sz is %zu: use TSC_REPORT_OPTS()", opts->sz);
+		o.sysfs_root = TSC__OPT(opts, struct tsc_report_opts, sysfs_root);
+		o.userspace = TSC__OPT(opts, struct tsc_report_opts, userspace);
+		o.max_ms = TSC__OPT(opts, struct tsc_report_opts, max_ms);
+		o.min_rounds = TSC__OPT(opts, struct tsc_report_opts, min_rounds);
+	}
+	if (conf < 1 || conf > 65536)
+		return tsc__fail(-EINVAL, "sysconf(_SC_NPROCESSORS_CONF) says %ld", conf);
+	r->ncpus = (unsigned int)conf;
+	r->cpus = calloc(r->ncpus, sizeof(*r->cpus));
+	if (!r->cpus)
+		return tsc__fail(-ENOMEM, "out of memory");
+	for (unsigned int i = 0; i < r->ncpus; i++)
+		r->cpus[i].cpu = (int)i;
+
+	cpu_features(r);
+	read_word(o.sysfs_root, "/devices/system/clocksource/clocksource0/current_clocksource",
+		  r->clocksource, sizeof(r->clocksource));
+	err = read_u64(o.sysfs_root, CPU_DIR "/tsc/unstable", &unstable);
+	if (!err && unstable <= 1)
+		r->kernel_unstable = (int)unstable;
+
+	if (r->kernel_unstable != -1 && !o.userspace)
+		err = module_offsets(o.sysfs_root, r);
+	else
+		err = userspace_offsets(r, o.min_rounds ? o.min_rounds : 256,
+					o.max_ms ? o.max_ms : 1000);
+	if (err) {
+		tsc_report_free(r);
+		return err;
+	}
+	judge(r);
+	tsc__clear_error();
+	return 0;
+}
+
+void tsc_report_free(struct tsc_report *r)
+{
+	free(r->cpus);
+	r->cpus = NULL;
+	r->ncpus = 0;
+}

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Cross-CPU reliability: the claims log of the userspace probe decodes to
+ * the true offsets; the module's files are read as one measurement and
+ * contradictions refused; the verdict follows the facts; and the real
+ * probe on this machine gives a result that agrees with itself.
+ */
+#include <errno.h>
+
+#include "kselftest_harness.h"
+#include "internal.h"
+
+/*
+ * A synthetic race: CPUs take turns in a random order; each stamps its
+ * claim with its TSC (true time plus its offset) a few ticks after the
+ * previous claim.
+ */
+static size_t synth(struct tsc__event *log, size_t n, const int64_t *off,
+		    unsigned int ncpu, uint64_t seed, int64_t jump_at, int64_t jump)
+{
+	uint64_t now = 1000000;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned int cpu;
+		int64_t o;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		cpu = (unsigned int)(seed >> 33) % ncpu;
+		now += 50 + (seed >> 20) % 100;	/* more than any two offsets differ */
+		o = off[cpu] + ((int64_t)i >= jump_at && cpu == 1 ? jump : 0);
+		log[i] = (struct tsc__event){ cpu, now + (uint64_t)o };
+	}
+	return n;
+}
+
+TEST(decode_finds_the_offsets)
+{
+	static const int64_t off[] = { 0, 25, -10, 7 };
+	static struct tsc__event log[20000];
+	struct tsc_offset_est est[4];
+	struct tsc_offset_result r;
+	bool warp = false;
+
+	for (int i = 0; i < 4; i++)
+		tsc_offset_init(&est[i]);
+	tsc__probe_decode(log, synth(log, 20000, off, 4, 1, -1, 0) > 0 ? 20000 : 0,
+			  0, est, &warp);
+	EXPECT_EQ(0u, est[0].rounds);	/* the reference has no probes */
+	for (int i = 1; i < 4; i++) {
+		ASSERT_TRUE(tsc_offset_result(&est[i], &r));
+		EXPECT_TRUE(r.consistent);
+		EXPECT_LE(r.min, off[i]);
+		EXPECT_GE(r.max, off[i]);
+		TH_LOG("cpu%d: true %lld, [%lld, %lld] from %u probes", i,
+		       (long long)off[i], (long long)r.min, (long long)r.max, r.rounds);
+	}
+	/* Offsets smaller than the gaps: nobody sees time go back. */
+	EXPECT_FALSE(warp);
+}
+
+TEST(decode_flags_backward_steps_and_jumps)
+{
+	static const int64_t off[] = { 0, 0 };
+	static struct tsc__event log[10000];
+	struct tsc_offset_est est[2];
+	struct tsc_offset_result r;
+	bool warp = false;
+
+	tsc_offset_init(&est[0]);
+	tsc_offset_init(&est[1]);
+	/* cpu1 jumps back 5000 ticks halfway: far more than any gap. */
+	tsc__probe_decode(log, synth(log, 10000, off, 2, 9, 5000, -5000), 0, est, &warp);
+	EXPECT_TRUE(warp);
+	ASSERT_TRUE(tsc_offset_result(&est[1], &r));
+	EXPECT_FALSE(r.consistent);
+	EXPECT_LE(r.min, -5000);
+	EXPECT_GE(r.max, 0);
+}
+
+/* A fake sysfs with the module's files. */
+FIXTURE(module) {
+	char dir[64];
+};
+
+static void put(struct __test_metadata *_metadata, const char *dir,
+		const char *rel, const char *content)
+{
+	char path[256], cmd[300];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s%s", dir, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p $(dirname %s)", path);
+	ASSERT_EQ(0, system(cmd));
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	fputs(content, f);
+	fclose(f);
+}
+
+FIXTURE_SETUP(module)
+{
+	static const char *const files[][2] = {
+		{ "/devices/system/cpu/tsc/unstable", "0\n" },
+		{ "/devices/system/cpu/tsc/generation", "3\n" },
+		{ "/devices/system/cpu/tsc/reference_cpu", "0\n" },
+		{ "/devices/system/cpu/tsc/max_skew_ticks", "250\n" },
+		{ "/devices/system/cpu/tsc/monotonic", "1\n" },
+		{ "/devices/system/cpu/cpu0/tsc/status", "reference\n" },
+		{ "/devices/system/cpu/cpu0/tsc/offset_ticks", "0\n" },
+		{ "/devices/system/cpu/cpu0/tsc/offset_min_ticks", "0\n" },
+		{ "/devices/system/cpu/cpu0/tsc/offset_max_ticks", "0\n" },
+		{ "/devices/system/cpu/cpu0/tsc/rounds", "0\n" },
+		{ "/devices/system/cpu/cpu0/tsc/consistent", "1\n" },
+		{ "/devices/system/cpu/cpu1/tsc/status", "measured\n" },
+		{ "/devices/system/cpu/cpu1/tsc/offset_ticks", "-40\n" },
+		{ "/devices/system/cpu/cpu1/tsc/offset_min_ticks", "-150\n" },
+		{ "/devices/system/cpu/cpu1/tsc/offset_max_ticks", "100\n" },
+		{ "/devices/system/cpu/cpu1/tsc/rounds", "1000\n" },
+		{ "/devices/system/cpu/cpu1/tsc/consistent", "1\n" },
+		{ "/devices/system/clocksource/clocksource0/current_clocksource", "tsc\n" },
+	};
+
+	strcpy(self->dir, "/tmp/libtsc-report.XXXXXX");
+	ASSERT_NE(NULL, mkdtemp(self->dir));
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		put(_metadata, self->dir, files[i][0], files[i][1]);
+}
+
+FIXTURE_TEARDOWN(module)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", self->dir);
+	if (system(cmd))
+		TH_LOG("could not remove %s", self->dir);
+}
+
+TEST_F(module, read_as_the_module_wrote_it)
+{
+	struct tsc_report r;
+	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
+
+	ASSERT_EQ(0, tsc_report_get(&r, &o)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(TSC_OFFSETS_MODULE, r.offsets_source);
+	EXPECT_EQ(0, r.kernel_unstable);
+	EXPECT_STREQ("tsc", r.clocksource);
+	EXPECT_EQ(0, r.reference_cpu);
+	EXPECT_EQ(250u, r.max_skew_ticks);
+	EXPECT_TRUE(r.monotonic);
+	ASSERT_LE(2u, r.ncpus);
+	EXPECT_EQ(TSC_CPU_REFERENCE, r.cpus[0].status);
+	EXPECT_EQ(TSC_CPU_MEASURED, r.cpus[1].status);
+	EXPECT_EQ(-40, r.cpus[1].offset);
+	EXPECT_EQ(-150, r.cpus[1].min);
+	EXPECT_EQ(100, r.cpus[1].max);
+	EXPECT_EQ(1000u, r.cpus[1].rounds);
+	EXPECT_TRUE(r.cpus[1].consistent);
+	/* Trustworthy exactly when the CPU promises an invariant TSC. */
+	EXPECT_EQ(r.invariant_tsc, r.trustworthy);
+	TH_LOG("%s", r.verdict);
+	tsc_report_free(&r);
+	EXPECT_EQ(NULL, r.cpus);
+}
+
+TEST_F(module, the_kernel_distrusting_it_means_no)
+{
+	struct tsc_report r;
+	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
+
+	put(_metadata, self->dir, "/devices/system/cpu/tsc/unstable", "1\n");
+	put(_metadata, self->dir, "/devices/system/cpu/tsc/monotonic", "0\n");
+	put(_metadata, self->dir, "/devices/system/cpu/cpu1/tsc/consistent", "0\n");
+	put(_metadata, self->dir,
+	    "/devices/system/clocksource/clocksource0/current_clocksource", "hpet\n");
+	ASSERT_EQ(0, tsc_report_get(&r, &o));
+	EXPECT_FALSE(r.trustworthy);
+	TH_LOG("%s", r.verdict);
+	EXPECT_EQ(0, strncmp(r.verdict, "no: ", 4));
+	EXPECT_NE(NULL, strstr(r.verdict, "marked the TSC unstable"));
+	EXPECT_NE(NULL, strstr(r.verdict, "1 CPU(s) showed offsets that moved"));
+	EXPECT_NE(NULL, strstr(r.verdict, "clocksource is hpet"));
+	tsc_report_free(&r);
+}
+
+/* A CPU gone offline reads ENODATA: unmeasured, not an error. */
+TEST_F(module, offline_cpu_is_unmeasured)
+{
+	struct tsc_report r;
+	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
+
+	put(_metadata, self->dir, "/devices/system/cpu/cpu1/tsc/status", "unmeasured\n");
+	ASSERT_EQ(0, tsc_report_get(&r, &o));
+	EXPECT_EQ(TSC_CPU_UNMEASURED, r.cpus[1].status);
+	tsc_report_free(&r);
+}
+
+TEST_F(module, bad_files_are_refused)
+{
+	static const char *const bad[][2] = {
+		{ "/devices/system/cpu/cpu1/tsc/offset_ticks", "-40 \n" },
+		{ "/devices/system/cpu/cpu1/tsc/offset_min_ticks", "--150\n" },
+		{ "/devices/system/cpu/cpu1/tsc/offset_max_ticks", "-160\n" },	/* < min */
+		{ "/devices/system/cpu/cpu1/tsc/rounds", "-1\n" },
+		{ "/devices/system/cpu/cpu1/tsc/consistent", "2\n" },
+		{ "/devices/system/cpu/tsc/max_skew_ticks", "\n" },
+		{ "/devices/system/cpu/tsc/generation", "99999999999999999999999\n" },
+	};
+	struct tsc_report r;
+	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char good[64] = "";
+		char path[256];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s%s", self->dir, bad[i][0]);
+		f = fopen(path, "r");
+		ASSERT_NE(NULL, f);
+		ASSERT_NE(NULL, fgets(good, sizeof(good), f));
+		fclose(f);
+		put(_metadata, self->dir, bad[i][0], bad[i][1]);
+		EXPECT_GT(0, tsc_report_get(&r, &o)) TH_LOG("%s: '%s'", bad[i][0], bad[i][1]);
+		TH_LOG("%s", tsc_last_error());
+		EXPECT_EQ(NULL, r.cpus);
+		put(_metadata, self->dir, bad[i][0], good);
+	}
+	ASSERT_EQ(0, tsc_report_get(&r, &o));
+	tsc_report_free(&r);
+}
+
+/* The real probe on this machine: a result that agrees with itself. */
+TEST(userspace_probe_here)
+{
+	struct tsc_report r;
+	TSC_REPORT_OPTS(o, .userspace = true, .sysfs_root = "/nonexistent");
+	unsigned int measured = 0;
+
+	ASSERT_EQ(0, tsc_report_get(&r, &o)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("%s", r.verdict);
+	EXPECT_EQ(-1, r.kernel_unstable);
+	for (unsigned int i = 0; i < r.ncpus; i++) {
+		struct tsc_cpu_offset *c = &r.cpus[i];
+
+		if (c->status == TSC_CPU_UNMEASURED)
+			continue;
+		EXPECT_LE(c->min, c->offset);
+		EXPECT_LE(c->offset, c->max);
+		if (c->status == TSC_CPU_MEASURED) {
+			measured++;
+			EXPECT_LE(256u, c->rounds);
+		}
+		TH_LOG("cpu%d: %lld in [%lld, %lld], %u probes", c->cpu,
+		       (long long)c->offset, (long long)c->min, (long long)c->max, c->rounds);
+	}
+	if (sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+		EXPECT_EQ(TSC_OFFSETS_USERSPACE, r.offsets_source);
+		EXPECT_LT(0u, measured);
+	}
+	tsc_report_free(&r);
+}
+
+TEST_HARNESS_MAIN
