@@ -57,6 +57,76 @@ TEST(module_loaded_its_value_wins)
 	expect_calibration_agrees(_metadata, khz);
 }
 
+/*
+ * The report reads the module's files faithfully, and its verdict follows
+ * from them: yes exactly when the CPU promises an invariant TSC, the
+ * kernel does not distrust it and the module proved monotonicity.
+ */
+TEST(report_takes_the_module_offsets)
+{
+	int cpus[MAX_CPUS], n = list_cpus(cpus, MAX_CPUS);
+	struct tsc_report r;
+	char path[128];
+
+	if (access(TSC_DIR, F_OK))
+		SKIP(return, "module not loaded (the other run tests that case)");
+	ASSERT_EQ(0, tsc_report_get(&r, NULL)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("%s", r.verdict);
+	EXPECT_EQ(TSC_OFFSETS_MODULE, r.offsets_source);
+	EXPECT_EQ(READ_S64(TSC_DIR "/reference_cpu"), r.reference_cpu);
+	EXPECT_EQ(READ_U64(TSC_DIR "/max_skew_ticks"), r.max_skew_ticks);
+	EXPECT_EQ(READ_U64(TSC_DIR "/monotonic"), (uint64_t)r.monotonic);
+	EXPECT_EQ(READ_U64(TSC_DIR "/unstable"), (uint64_t)r.kernel_unstable);
+	for (int i = 0; i < n && cpus[i] < (int)r.ncpus; i++) {
+		const struct tsc_cpu_offset *c = &r.cpus[cpus[i]];
+		int64_t v;
+
+		if (read_s64(cpu_path(path, sizeof(path), cpus[i], "tsc/offset_ticks"), &v)) {
+			EXPECT_EQ(TSC_CPU_UNMEASURED, c->status);
+			continue;
+		}
+		EXPECT_EQ(v, c->offset);
+		EXPECT_EQ(READ_S64(cpu_path(path, sizeof(path), cpus[i], "tsc/offset_min_ticks")), c->min);
+		EXPECT_EQ(READ_S64(cpu_path(path, sizeof(path), cpus[i], "tsc/offset_max_ticks")), c->max);
+		EXPECT_EQ(READ_U64(cpu_path(path, sizeof(path), cpus[i], "tsc/rounds")), c->rounds);
+	}
+	EXPECT_EQ(r.invariant_tsc && r.kernel_unstable == 0 && r.monotonic, r.trustworthy);
+	tsc_report_free(&r);
+}
+
+/*
+ * The userspace probe in the same machine: results that agree with
+ * themselves; the widths of its bounds against the module's, for the
+ * record (the module, with interrupts off, should be tighter).
+ */
+TEST(userspace_probe_beside_the_module)
+{
+	struct tsc_report mod, usr;
+	TSC_REPORT_OPTS(o, .userspace = true);
+
+	if (access(TSC_DIR, F_OK))
+		SKIP(return, "module not loaded (the other run tests that case)");
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "one CPU: nothing to measure");
+	ASSERT_EQ(0, tsc_report_get(&mod, NULL));
+	ASSERT_EQ(0, tsc_report_get(&usr, &o)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(TSC_OFFSETS_USERSPACE, usr.offsets_source);
+	for (unsigned int i = 0; i < usr.ncpus && i < mod.ncpus; i++) {
+		const struct tsc_cpu_offset *u = &usr.cpus[i], *m = &mod.cpus[i];
+
+		if (u->status != TSC_CPU_MEASURED)
+			continue;
+		EXPECT_LE(u->min, u->offset);
+		EXPECT_LE(u->offset, u->max);
+		TH_LOG("cpu%u: userspace %lld in [%lld, %lld] (%u probes), module %lld in [%lld, %lld]: widths %lld vs %lld",
+		       i, (long long)u->offset, (long long)u->min, (long long)u->max, u->rounds,
+		       (long long)m->offset, (long long)m->min, (long long)m->max,
+		       (long long)(u->max - u->min), (long long)(m->max - m->min));
+	}
+	tsc_report_free(&mod);
+	tsc_report_free(&usr);
+}
+
 TEST(module_absent_library_falls_back)
 {
 	char msg[512];
