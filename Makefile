@@ -214,7 +214,13 @@ vm-notsc: dkms-check
 		selftests/no_tsc_test.sh $(call DKMS_KO,$(lastword $(KERNELS)))
 	@! grep -a '^not ok' $(BUILD)/vm/notsc.log
 
-vm-check: $(VM_RUNS) vm-notsc
+# offsets_bench needs the module: smoke-run it in a 2-CPU guest.
+vm-bench-smoke: dkms-check bench-smoke
+	scripts/vm/run-in-vm.sh --kernel $(lastword $(KERNELS)) --smp 2 \
+		--log $(BUILD)/vm/bench.log -- sh -c \
+		"insmod $(call DKMS_KO,$(lastword $(KERNELS))) && $(BUILD)/bench/offsets_bench --quick"
+
+vm-check: $(VM_RUNS) vm-notsc vm-bench-smoke
 
 check: deps-check
 	$(MAKE) style
@@ -251,5 +257,5 @@ run: deps-run
 
 .PHONY: all module lib lib-check bench bench-smoke fuzz install install-module install-lib \
 	install-check clean linux-source style kbuild-check selftests \
-	check-unit dkms-check vm-check $(VM_RUNS) vm-notsc check check-host run \
+	check-unit dkms-check vm-check $(VM_RUNS) vm-notsc vm-bench-smoke check check-host run \
 	deps-run deps-check
