@@ -112,7 +112,9 @@ install-check:
 		sh -c 'cc $(BUILD)/install/use.c $$(pkg-config --cflags --libs libtsc) \
 			-Wl,-rpath,$(BUILD)/install/root/usr/lib -o $(BUILD)/install/use'
 	$(BUILD)/install/use
-	ls $(BUILD)/install/root/usr/share/man/man3/tsc_now.3 $(BUILD)/install/root/usr/lib/libtsc.so.0
+	ls $(BUILD)/install/root/usr/share/man/man3/tsc_now.3 $(BUILD)/install/root/usr/lib/libtsc.so.0 \
+		$(BUILD)/install/root/usr/bin/tsc-report $(BUILD)/install/root/usr/share/tsc/tsc-report.schema.json \
+		$(BUILD)/install/root/usr/share/man/man1/tsc-report.1
 
 clean:
 	@test -z "$(KDIR)" || $(MAKE) -C $(KDIR) M=$(CURDIR) clean
@@ -196,7 +198,7 @@ VM_RUNS := $(foreach k,$(KERNELS),$(foreach n,$(SMP),vm-$(k)-smp$(n)))
 HOST_CPUS := $(shell nproc)
 vm_kernel = $(word 1,$(subst -smp, ,$(1)))
 vm_smp = $(word 2,$(subst -smp, ,$(1)))
-$(VM_RUNS): vm-%: selftests dkms-check kbuild-check
+$(VM_RUNS): vm-%: selftests lib dkms-check kbuild-check
 	@mkdir -p $(BUILD)/vm
 	$(if $(filter-out 0,$(shell echo $$(( $(call vm_smp,$*) > $(HOST_CPUS) )))), \
 		TSCFK_OVERCOMMITTED="$(call vm_smp,$*) vCPUs on $(HOST_CPUS) host CPUs") \

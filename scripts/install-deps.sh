@@ -22,7 +22,8 @@ run)
 	fi ;;
 check)
 	pkgs="$build $guest $kernels linux-source-6.1 dkms sparse perl
-	      clang-14 libclang-rt-14-dev libabsl-dev g++ pkg-config" ;;
+	      clang-14 libclang-rt-14-dev libabsl-dev g++ pkg-config
+	      python3-jsonschema prometheus" ;;
 *)
 	echo "usage: $0 run|check" >&2
 	exit 2 ;;

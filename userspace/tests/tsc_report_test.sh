@@ -1,0 +1,94 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+#
+# tsc-report: usage errors exit 2; against a fake sysfs holding the module's
+# files, the JSON validates against the schema and carries those values,
+# promtool accepts the Prometheus text, and the exit status is the verdict;
+# bad files fall back instead of failing; on the real system it agrees
+# with what is there.
+#
+# Usage: tsc_report_test.sh TOOL SCHEMA   (needs python3-jsonschema, promtool)
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../selftests/ktap.sh"
+tool=${1:?usage: tsc_report_test.sh TOOL SCHEMA}
+schema=${2:?usage: tsc_report_test.sh TOOL SCHEMA}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# A sysfs tree as the module writes it; $1 dir, $2 unstable, $3 khz.
+fake_root() {
+	local d=$1/devices/system/cpu
+	mkdir -p "$d/tsc" "$d/cpu0/tsc" "$d/cpu1/tsc" "$1/devices/system/clocksource/clocksource0"
+	echo "$3" > "$d/cpu0/tsc_freq_khz"
+	echo "$2" > "$d/tsc/unstable"
+	echo 3 > "$d/tsc/generation"; echo 0 > "$d/tsc/reference_cpu"
+	echo 250 > "$d/tsc/max_skew_ticks"; echo 1 > "$d/tsc/monotonic"
+	echo reference > "$d/cpu0/tsc/status"
+	for f in offset_ticks offset_min_ticks offset_max_ticks rounds; do echo 0 > "$d/cpu0/tsc/$f"; done
+	echo 1 > "$d/cpu0/tsc/consistent"
+	echo measured > "$d/cpu1/tsc/status"; echo -40 > "$d/cpu1/tsc/offset_ticks"
+	echo -150 > "$d/cpu1/tsc/offset_min_ticks"; echo 100 > "$d/cpu1/tsc/offset_max_ticks"
+	echo 1000 > "$d/cpu1/tsc/rounds"; echo 1 > "$d/cpu1/tsc/consistent"
+	echo tsc > "$1/devices/system/clocksource/clocksource0/current_clocksource"
+}
+
+valid_json() {
+	python3 -c 'import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' "$1" "$schema"
+}
+
+# json FILE EXPR: the Python expression's value, with j the document.
+json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# What the kernel says of the CPU: both flags mean CPUID's invariant TSC.
+invariant=False
+grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
+
+ktap_plan 16
+"$tool" --help > "$tmp/help"; st=$?
+ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
+for args in "--bogus" "extra" "--json --prometheus" "--sysfs-root"; do
+	# shellcheck disable=SC2086 # the words are separate arguments on purpose
+	"$tool" $args > /dev/null 2> "$tmp/err"; st=$?
+	ktap_check "'$args' is a usage error (exit 2, a message)" test $st = 2 -a -s "$tmp/err"
+done
+
+fake_root "$tmp/good" 0 2600002
+"$tool" --sysfs-root "$tmp/good" --json > "$tmp/good.json"; st=$?
+ktap_check "JSON from the module's files validates against the schema" valid_json "$tmp/good.json"
+got=$(json "$tmp/good.json" '(j["frequency"]["source"], j["frequency"]["hz"], j["offsets"]["source"], j["offsets"]["cpus"][1], j["kernel"])')
+echo "# $got"
+ktap_check "and carries their values" test "$got" = "('sysfs', 2600002000.0, 'module', {'cpu': 1, 'status': 'measured', 'offset_ticks': -40, 'min_ticks': -150, 'max_ticks': 100, 'probes': 1000, 'consistent': True}, {'clocksource': 'tsc', 'unstable': False})"
+want=$([ $invariant = True ] && echo 0 || echo 1)
+echo "# invariant TSC per /proc/cpuinfo: $invariant, exit $st"
+ktap_check "exit status is the verdict ($want)" test $st = "$want" -a "$(json "$tmp/good.json" 'j["verdict"]["trustworthy"]')" = $invariant
+
+"$tool" --sysfs-root "$tmp/good" --prometheus > "$tmp/good.prom"
+ktap_check "promtool accepts the Prometheus text" promtool check metrics < "$tmp/good.prom"
+ktap_check "which carries the values" grep -qx 'tsc_frequency_hertz{source="sysfs"} 2600002000.000' "$tmp/good.prom"
+ktap_check "offsets in seconds" grep -qx 'tsc_offset_seconds{cpu="1",measured_by="module"} -1.53846e-08' "$tmp/good.prom"
+
+fake_root "$tmp/unstable" 1 2600002
+"$tool" --sysfs-root "$tmp/unstable" > "$tmp/unstable.txt"; st=$?
+ktap_check "the kernel marking the TSC unstable means exit 1, and why" \
+	test $st = 1 -a -n "$(grep -l '^Verdict        no: .*marked the TSC unstable' "$tmp/unstable.txt")"
+
+fake_root "$tmp/bad" 0 abc
+"$tool" --sysfs-root "$tmp/bad" --json > "$tmp/bad.json"; st=$?
+echo "# $(json "$tmp/bad.json" 'j["frequency"]["detail"][:160]')"
+ktap_check "a bad frequency file is not believed, and not fatal" \
+	test $st != 3 -a "$(json "$tmp/bad.json" 'j["frequency"]["source"]')" != sysfs \
+	-a -n "$(grep -l 'not a plain decimal' "$tmp/bad.json")"
+
+"$tool" --json > "$tmp/real.json"; st=$?
+ktap_check "on this system: exit 0 or 1" test $st -le 1
+ktap_check "on this system: JSON valid against the schema" valid_json "$tmp/real.json"
+if [ -d /sys/devices/system/cpu/tsc ]; then
+	ktap_check "the module is loaded: its frequency and offsets are used" \
+		test "$(json "$tmp/real.json" '(j["frequency"]["source"], j["offsets"]["source"])')" = "('sysfs', 'module')"
+else
+	ktap_check "no module: the offsets are not the module's" \
+		test "$(json "$tmp/real.json" 'j["offsets"]["source"]')" != module
+fi
+ktap_finish

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * tsc-report: everything libtsc knows about this machine's TSC, and
+ * whether readings can be compared across CPUs, for a person (a table),
+ * for a program (JSON, schema in tsc-report.schema.json) or for
+ * Prometheus (node_exporter's textfile collector).
+ *
+ * Exit status: 0 trustworthy, 1 not trustworthy, 2 usage, 3 failure.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tsc.h"
+
+#define EXIT_UNTRUSTED	1
+#define EXIT_USAGE	2
+#define EXIT_FAILURE_	3
+
+static const char usage[] =
+"Usage: tsc-report [--json | --prometheus] [--userspace] [--verify]\n"
+"                  [--sysfs-root DIR]\n"
+"Report the TSC's frequency, where it comes from, and whether readings can\n"
+"be compared across CPUs.\n"
+"\n"
+"  --json          JSON, as tsc-report.schema.json describes\n"
+"  --prometheus    Prometheus text format, for node_exporter's textfile collector\n"
+"  --userspace     measure the CPUs' offsets here even if the module is loaded\n"
+"  --verify        also calibrate, and fail if the frequency disagrees\n"
+"  --sysfs-root DIR  read DIR instead of /sys\n"
+"  -h, --help      this text;  -V, --version  the version\n"
+"\n"
+"Exit status: 0 trustworthy across CPUs, 1 not, 2 usage error, 3 failure.\n";
+
+static const char *const status_names[] = {
+	[TSC_CPU_UNMEASURED] = "unmeasured",
+	[TSC_CPU_REFERENCE] = "reference",
+	[TSC_CPU_MEASURED] = "measured",
+};
+
+static const char *const offsets_names[] = {
+	[TSC_OFFSETS_NONE] = "none",
+	[TSC_OFFSETS_MODULE] = "module",
+	[TSC_OFFSETS_USERSPACE] = "userspace",
+};
+
+static double ticks_to_ns(const struct tsc_freq *f, double ticks)
+{
+	return ticks * 1e9 / f->hz;
+}
+
+static void print_human(const struct tsc_clock *clk, const struct tsc_report *r)
+{
+	const struct tsc_freq *f = &clk->freq;
+
+	printf("Frequency      %.3f Hz +-%.3g ppm, from %s\n", f->hz,
+	       f->precision_ppm, tsc_source_name(f->source));
+	printf("               %s\n", f->detail);
+	printf("Conversion     ns = ticks * %llu + (ticks * 0x%016llx) >> 64\n",
+	       (unsigned long long)clk->conv.ns_int, (unsigned long long)clk->conv.ns_frac);
+	printf("CPU            invariant TSC %s, rdtscp %s, TSC_ADJUST %s\n",
+	       r->invariant_tsc ? "yes" : "no", r->rdtscp ? "yes" : "no",
+	       r->tsc_adjust ? "yes" : "no");
+	printf("Kernel         clocksource %s, TSC marked unstable: %s\n",
+	       r->clocksource[0] ? r->clocksource : "unknown",
+	       r->kernel_unstable < 0 ? "unknown (tsc_freq_khz not loaded)" :
+	       r->kernel_unstable ? "yes" : "no");
+	if (r->offsets_source == TSC_OFFSETS_NONE) {
+		printf("Offsets        a single CPU: nothing to compare\n");
+	} else {
+		printf("Offsets        against cpu%d, measured by %s\n", r->reference_cpu,
+		       r->offsets_source == TSC_OFFSETS_MODULE ? "the module" : "this tool");
+		printf("  %-6s %-11s %13s  %-27s %7s  %s\n", "cpu", "status",
+		       "offset/ticks", "certainly within", "probes", "consistent");
+		for (unsigned int i = 0; i < r->ncpus; i++) {
+			const struct tsc_cpu_offset *c = &r->cpus[i];
+			char range[64];
+
+			if (c->status == TSC_CPU_UNMEASURED) {
+				printf("  cpu%-3d %-11s\n", c->cpu, "unmeasured");
+				continue;
+			}
+			snprintf(range, sizeof(range), "[%lld, %lld]", (long long)c->min,
+				 (long long)c->max);
+			printf("  cpu%-3d %-11s %13lld  %-27s %7u  %s\n", c->cpu,
+			       status_names[c->status], (long long)c->offset, range,
+			       c->rounds, c->consistent ? "yes" : "NO");
+		}
+		printf("Max skew       %llu ticks = %.1f ns; monotonic across CPUs: %s\n",
+		       (unsigned long long)r->max_skew_ticks,
+		       ticks_to_ns(f, (double)r->max_skew_ticks), r->monotonic ? "yes" : "no");
+	}
+	printf("Verdict        %s\n", r->verdict);
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped. */
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void print_json(const struct tsc_clock *clk, const struct tsc_report *r)
+{
+	const struct tsc_freq *f = &clk->freq;
+	bool first = true;
+
+	printf("{\n  \"schema_version\": 1,\n  \"frequency\": {\"hz\": %.3f, \"num\": %llu, "
+	       "\"den\": %llu, \"source\": \"%s\", \"precision_ppm\": %.6g, \"detail\": ",
+	       f->hz, (unsigned long long)f->num, (unsigned long long)f->den,
+	       tsc_source_name(f->source), f->precision_ppm);
+	json_str(f->detail);
+	/* 64-bit fractions as hex strings: JSON numbers are doubles to many parsers. */
+	printf("},\n  \"conversion\": {\"ns_int\": %llu, \"ns_frac\": \"0x%016llx\", "
+	       "\"tk_int\": %llu, \"tk_frac\": \"0x%016llx\"},\n",
+	       (unsigned long long)clk->conv.ns_int, (unsigned long long)clk->conv.ns_frac,
+	       (unsigned long long)clk->conv.tk_int, (unsigned long long)clk->conv.tk_frac);
+	printf("  \"cpu\": {\"invariant_tsc\": %s, \"rdtscp\": %s, \"tsc_adjust\": %s},\n",
+	       r->invariant_tsc ? "true" : "false", r->rdtscp ? "true" : "false",
+	       r->tsc_adjust ? "true" : "false");
+	printf("  \"kernel\": {\"clocksource\": ");
+	if (r->clocksource[0])
+		json_str(r->clocksource);
+	else
+		printf("null");
+	printf(", \"unstable\": %s},\n", r->kernel_unstable < 0 ? "null" :
+	       r->kernel_unstable ? "true" : "false");
+	printf("  \"offsets\": {\"source\": \"%s\", \"reference_cpu\": ",
+	       offsets_names[r->offsets_source]);
+	if (r->reference_cpu < 0)
+		printf("null");
+	else
+		printf("%d", r->reference_cpu);
+	printf(", \"max_skew_ticks\": %llu, \"max_skew_ns\": %.3f, \"monotonic\": %s,\n"
+	       "    \"cpus\": [", (unsigned long long)r->max_skew_ticks,
+	       ticks_to_ns(f, (double)r->max_skew_ticks), r->monotonic ? "true" : "false");
+	for (unsigned int i = 0; i < r->ncpus; i++) {
+		const struct tsc_cpu_offset *c = &r->cpus[i];
+
+		printf("%s\n      {\"cpu\": %d, \"status\": \"%s\"", first ? "" : ",",
+		       c->cpu, status_names[c->status]);
+		first = false;
+		if (c->status != TSC_CPU_UNMEASURED)
+			printf(", \"offset_ticks\": %lld, \"min_ticks\": %lld, \"max_ticks\": %lld, "
+			       "\"probes\": %u, \"consistent\": %s", (long long)c->offset,
+			       (long long)c->min, (long long)c->max, c->rounds,
+			       c->consistent ? "true" : "false");
+		printf("}");
+	}
+	printf("\n    ]},\n  \"verdict\": {\"trustworthy\": %s, \"text\": ",
+	       r->trustworthy ? "true" : "false");
+	json_str(r->verdict);
+	printf("}\n}\n");
+}
+
+/* Label values: backslash, quote and newline escaped, as the format says. */
+static void prom_label(const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			printf("\\%c", *s);
+		else if (*s == '\n')
+			printf("\\n");
+		else
+			putchar(*s);
+	}
+}
+
+static void prom_head(const char *name, const char *help)
+{
+	printf("# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+}
+
+static void print_prometheus(const struct tsc_clock *clk, const struct tsc_report *r)
+{
+	const struct tsc_freq *f = &clk->freq;
+
+	prom_head("tsc_frequency_hertz", "TSC frequency, from the source labelled.");
+	printf("tsc_frequency_hertz{source=\"%s\"} %.3f\n", tsc_source_name(f->source), f->hz);
+	prom_head("tsc_frequency_precision_ratio",
+		  "How far the frequency may be from the truth, as a fraction of it.");
+	printf("tsc_frequency_precision_ratio %.6g\n", f->precision_ppm * 1e-6);
+	prom_head("tsc_invariant", "1 if the CPU promises an invariant TSC (CPUID 0x80000007 EDX[8]).");
+	printf("tsc_invariant %d\n", r->invariant_tsc);
+	if (r->kernel_unstable >= 0) {
+		prom_head("tsc_kernel_unstable", "1 if the kernel marked the TSC unstable.");
+		printf("tsc_kernel_unstable %d\n", r->kernel_unstable);
+	}
+	if (r->clocksource[0]) {
+		prom_head("tsc_kernel_clocksource_info", "The kernel's current clocksource.");
+		printf("tsc_kernel_clocksource_info{clocksource=\"");
+		prom_label(r->clocksource);
+		printf("\"} 1\n");
+	}
+	if (r->offsets_source != TSC_OFFSETS_NONE) {
+		static const char *const bounds[][2] = {
+			{ "tsc_offset_seconds", "CPU's TSC minus the reference CPU's, best estimate." },
+			{ "tsc_offset_min_seconds", "Lower bound of the CPU's TSC offset." },
+			{ "tsc_offset_max_seconds", "Upper bound of the CPU's TSC offset." },
+		};
+
+		for (int b = 0; b < 3; b++) {
+			prom_head(bounds[b][0], bounds[b][1]);
+			for (unsigned int i = 0; i < r->ncpus; i++) {
+				const struct tsc_cpu_offset *c = &r->cpus[i];
+				int64_t v = b == 0 ? c->offset : b == 1 ? c->min : c->max;
+
+				if (c->status != TSC_CPU_UNMEASURED)
+					printf("%s{cpu=\"%d\",measured_by=\"%s\"} %.6g\n", bounds[b][0],
+					       c->cpu, offsets_names[r->offsets_source],
+					       (double)v / f->hz);
+			}
+		}
+		prom_head("tsc_offset_consistent", "1 if all probes agreed on one constant offset.");
+		for (unsigned int i = 0; i < r->ncpus; i++)
+			if (r->cpus[i].status != TSC_CPU_UNMEASURED)
+				printf("tsc_offset_consistent{cpu=\"%d\"} %d\n", r->cpus[i].cpu,
+				       r->cpus[i].consistent);
+		prom_head("tsc_max_skew_seconds", "Upper bound on any two CPUs' TSC difference.");
+		printf("tsc_max_skew_seconds %.6g\n", (double)r->max_skew_ticks / f->hz);
+		prom_head("tsc_monotonic", "1 if monotonicity across CPUs is proven.");
+		printf("tsc_monotonic %d\n", r->monotonic);
+	}
+	prom_head("tsc_trustworthy", "1 if TSC readings can be compared across CPUs.");
+	printf("tsc_trustworthy %d\n", r->trustworthy);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "prometheus", no_argument, NULL, 'p' },
+		{ "userspace", no_argument, NULL, 'u' },
+		{ "verify", no_argument, NULL, 'v' },
+		{ "sysfs-root", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	enum { HUMAN, JSON, PROMETHEUS } format = HUMAN;
+	const char *root = NULL;
+	bool userspace = false, verify = false;
+	struct tsc_clock clk;
+	struct tsc_report r;
+	int opt, err;
+
+	while ((opt = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'j':
+		case 'p':
+			if (format != HUMAN) {
+				fprintf(stderr, "tsc-report: --json and --prometheus exclude each other\n");
+				return EXIT_USAGE;
+			}
+			format = opt == 'j' ? JSON : PROMETHEUS;
+			break;
+		case 'u':
+			userspace = true;
+			break;
+		case 'v':
+			verify = true;
+			break;
+		case 'r':
+			root = optarg;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		case 'V':
+			puts("tsc-report 0.1.0");
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "tsc-report: unexpected argument '%s'\n%s", argv[optind], usage);
+		return EXIT_USAGE;
+	}
+
+	{
+		TSC_OPTS(o, .sysfs_root = root, .verify = verify);
+		TSC_REPORT_OPTS(ro, .sysfs_root = root, .userspace = userspace);
+
+		err = tsc_clock_init(&clk, &o);
+		if (err) {
+			fprintf(stderr, "tsc-report: frequency: %s\n", tsc_last_error());
+			return EXIT_FAILURE_;
+		}
+		err = tsc_report_get(&r, &ro);
+		if (err) {
+			fprintf(stderr, "tsc-report: %s\n", tsc_last_error());
+			return EXIT_FAILURE_;
+		}
+	}
+	if (format == JSON)
+		print_json(&clk, &r);
+	else if (format == PROMETHEUS)
+		print_prometheus(&clk, &r);
+	else
+		print_human(&clk, &r);
+	err = r.trustworthy ? 0 : EXIT_UNTRUSTED;
+	tsc_report_free(&r);
+	return err;
+}
