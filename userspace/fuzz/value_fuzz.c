@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The sysfs value parsers on any bytes: they must never crash, and what
- * they accept must be exactly a plain decimal that round-trips (the
- * number printed back gives the input, its one newline aside).
+ * The sysfs value parsers on any bytes: they must never crash; what the
+ * number parsers accept must be exactly a plain decimal that round-trips
+ * (printed back, it gives the input, its one newline aside), and a CPU
+ * list accepted must count 1 to 65536 CPUs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,5 +39,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (!tsc__parse_khz(buf, size, &u) && u == 0)
 		abort();
+	{
+		unsigned int cpus = 0;
+
+		if (!tsc__parse_cpulist_count(buf, size, &cpus) && (cpus < 1 || cpus > 65536))
+			abort();
+	}
 	return 0;
 }

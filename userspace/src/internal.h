@@ -43,6 +43,7 @@ int tsc__read_value(const char *root, const char *rel, char *path, size_t path_s
 int tsc__parse_u64(const char *buf, size_t len, uint64_t *val);
 int tsc__parse_s64(const char *buf, size_t len, int64_t *val);
 int tsc__parse_khz(const char *buf, size_t len, uint64_t *khz);
+int tsc__parse_cpulist_count(const char *buf, size_t len, unsigned int *count);
 
 struct tsc__cpuid {
 	uint32_t eax, ebx, ecx, edx;

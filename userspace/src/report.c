@@ -269,7 +269,10 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 {
 	struct ropts o = { 0 };
 	long conf = sysconf(_SC_NPROCESSORS_CONF);
+	char path[4096], buf[256];
 	uint64_t unstable;
+	unsigned int n;
+	size_t len;
 	int err;
 
 	tsc__clear_error();
@@ -284,8 +287,12 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 		o.max_ms = TSC__OPT(opts, struct tsc_report_opts, max_ms);
 		o.min_rounds = TSC__OPT(opts, struct tsc_report_opts, min_rounds);
 	}
+	/* The CPUs of the sysfs being read (a fake one too), else sysconf's. */
+	if (!tsc__read_value(o.sysfs_root, CPU_DIR "/possible", path, sizeof(path), buf,
+			     sizeof(buf), &len) && !tsc__parse_cpulist_count(buf, len, &n))
+		conf = n;
 	if (conf < 1 || conf > 65536)
-		return tsc__fail(-EINVAL, "sysconf(_SC_NPROCESSORS_CONF) says %ld", conf);
+		return tsc__fail(-EINVAL, "%ld CPUs?", conf);
 	r->ncpus = (unsigned int)conf;
 	r->cpus = calloc(r->ncpus, sizeof(*r->cpus));
 	if (!r->cpus)

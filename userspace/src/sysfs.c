@@ -111,3 +111,36 @@ int tsc__parse_khz(const char *buf, size_t len, uint64_t *khz)
 		return tsc__fail(-ERANGE, "zero");
 	return err;
 }
+
+/*
+ * A kernel CPU list ("0-3,5\n", as in devices/system/cpu/possible): the
+ * highest CPU in it plus one.  Strict, as everything here.
+ */
+int tsc__parse_cpulist_count(const char *buf, size_t len, unsigned int *count)
+{
+	uint64_t max = 0, v;
+	size_t i = 0;
+
+	if (len && buf[len - 1] == '\n')
+		len--;
+	if (!len)
+		return tsc__fail(-ENODATA, "empty CPU list");
+	while (i < len) {
+		size_t start = i;
+
+		while (i < len && buf[i] >= '0' && buf[i] <= '9')
+			i++;
+		if (i == start || tsc__parse_u64(buf + start, i - start, &v))
+			return tsc__fail(-EINVAL, "not a CPU list (byte %zu)", start);
+		if (v > 65535)
+			return tsc__fail(-ERANGE, "CPU %llu", (unsigned long long)v);
+		if (v > max)
+			max = v;
+		if (i < len && ((buf[i] != ',' && buf[i] != '-') || i + 1 == len))
+			return tsc__fail(-EINVAL, "not a CPU list (byte %zu)", i);
+		if (i < len)
+			i++;	/* a separator, with a number after it */
+	}
+	*count = (unsigned int)max + 1;
+	return 0;
+}

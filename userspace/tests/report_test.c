@@ -33,6 +33,21 @@ static size_t synth(struct tsc__event *log, size_t n, const int64_t *off,
 	return n;
 }
 
+TEST(cpu_lists)
+{
+	unsigned int n = 0;
+
+	EXPECT_EQ(0, tsc__parse_cpulist_count("0\n", 2, &n));
+	EXPECT_EQ(1u, n);
+	EXPECT_EQ(0, tsc__parse_cpulist_count("0-3,8,10-11\n", 12, &n));
+	EXPECT_EQ(12u, n);
+	EXPECT_EQ(-ENODATA, tsc__parse_cpulist_count("\n", 1, &n));
+	EXPECT_EQ(-EINVAL, tsc__parse_cpulist_count("0-", 2, &n));
+	EXPECT_EQ(-EINVAL, tsc__parse_cpulist_count("a", 1, &n));
+	EXPECT_EQ(-EINVAL, tsc__parse_cpulist_count("0;1", 3, &n));
+	EXPECT_EQ(-ERANGE, tsc__parse_cpulist_count("0-99999", 7, &n));
+}
+
 TEST(decode_finds_the_offsets)
 {
 	static const int64_t off[] = { 0, 25, -10, 7 };
@@ -100,6 +115,7 @@ static void put(struct __test_metadata *_metadata, const char *dir,
 FIXTURE_SETUP(module)
 {
 	static const char *const files[][2] = {
+		{ "/devices/system/cpu/possible", "0-1\n" },
 		{ "/devices/system/cpu/tsc/unstable", "0\n" },
 		{ "/devices/system/cpu/tsc/generation", "3\n" },
 		{ "/devices/system/cpu/tsc/reference_cpu", "0\n" },

@@ -21,6 +21,7 @@ fake_root() {
 	local d=$1/devices/system/cpu
 	mkdir -p "$d/tsc" "$d/cpu0/tsc" "$d/cpu1/tsc" "$1/devices/system/clocksource/clocksource0"
 	echo "$3" > "$d/cpu0/tsc_freq_khz"
+	echo 0-1 > "$d/possible"
 	echo "$2" > "$d/tsc/unstable"
 	echo 3 > "$d/tsc/generation"; echo 0 > "$d/tsc/reference_cpu"
 	echo 250 > "$d/tsc/max_skew_ticks"; echo 1 > "$d/tsc/monotonic"
