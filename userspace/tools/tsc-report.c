@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "tsc.h"
 
 #define EXIT_UNTRUSTED	1
-#define EXIT_USAGE	2
 #define EXIT_FAILURE_	3
 
 static const char usage[] =
@@ -94,23 +94,6 @@ static void print_human(const struct tsc_clock *clk, const struct tsc_report *r)
 	printf("Verdict        %s\n", r->verdict);
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped. */
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
 static void print_json(const struct tsc_clock *clk, const struct tsc_report *r)
 {
 	const struct tsc_freq *f = &clk->freq;
@@ -120,7 +103,7 @@ static void print_json(const struct tsc_clock *clk, const struct tsc_report *r)
 	       "\"den\": %llu, \"source\": \"%s\", \"precision_ppm\": %.6g, \"detail\": ",
 	       f->hz, (unsigned long long)f->num, (unsigned long long)f->den,
 	       tsc_source_name(f->source), f->precision_ppm);
-	json_str(f->detail);
+	cli_json_str(stdout, f->detail);
 	/* 64-bit fractions as hex strings: JSON numbers are doubles to many parsers. */
 	printf("},\n  \"conversion\": {\"ns_int\": %llu, \"ns_frac\": \"0x%016llx\", "
 	       "\"tk_int\": %llu, \"tk_frac\": \"0x%016llx\"},\n",
@@ -131,7 +114,7 @@ static void print_json(const struct tsc_clock *clk, const struct tsc_report *r)
 	       r->tsc_adjust ? "true" : "false");
 	printf("  \"kernel\": {\"clocksource\": ");
 	if (r->clocksource[0])
-		json_str(r->clocksource);
+		cli_json_str(stdout, r->clocksource);
 	else
 		printf("null");
 	printf(", \"unstable\": %s},\n", r->kernel_unstable < 0 ? "null" :
@@ -160,7 +143,7 @@ static void print_json(const struct tsc_clock *clk, const struct tsc_report *r)
 	}
 	printf("\n    ]},\n  \"verdict\": {\"trustworthy\": %s, \"text\": ",
 	       r->trustworthy ? "true" : "false");
-	json_str(r->verdict);
+	cli_json_str(stdout, r->verdict);
 	printf("}\n}\n");
 }
 

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The tools' shared argument parsing and JSON output: see cli.h.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* A CPU number at *s: digits only, below CPU_SETSIZE. */
+static int cpu_number(const char **s, long *cpu)
+{
+	char *end;
+
+	if (!isdigit((unsigned char)**s))
+		return -1;
+	errno = 0;
+	*cpu = strtol(*s, &end, 10);
+	if (errno || *cpu >= CPU_SETSIZE)
+		return -1;
+	*s = end;
+	return 0;
+}
+
+int cli_parse_cpus(const char *s, const cpu_set_t *allowed, cpu_set_t *set,
+		   char *why, size_t why_size)
+{
+	const char *p = s;
+
+	CPU_ZERO(set);
+	if (!*p) {
+		snprintf(why, why_size, "empty CPU list");
+		return -1;
+	}
+	while (*p) {
+		long lo, hi;
+
+		if (cpu_number(&p, &lo)) {
+			snprintf(why, why_size, "'%s': expected a CPU number below %d at '%s'",
+				 s, CPU_SETSIZE, p);
+			return -1;
+		}
+		hi = lo;
+		if (*p == '-') {
+			p++;
+			if (cpu_number(&p, &hi)) {
+				snprintf(why, why_size, "'%s': expected a CPU number at '%s'", s, p);
+				return -1;
+			}
+			if (hi < lo) {
+				snprintf(why, why_size, "'%s': range %ld-%ld runs backwards", s, lo, hi);
+				return -1;
+			}
+		}
+		for (long c = lo; c <= hi; c++) {
+			if (!CPU_ISSET(c, allowed)) {
+				char list[256];
+
+				cli_format_cpus(allowed, list, sizeof(list));
+				snprintf(why, why_size,
+					 "cpu%ld is offline or not in this process's affinity mask (%s)",
+					 c, list);
+				return -1;
+			}
+			CPU_SET(c, set);
+		}
+		if (*p == ',' && p[1])
+			p++;
+		else if (*p) {
+			snprintf(why, why_size, "'%s': unexpected '%s'", s, p);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void cli_format_cpus(const cpu_set_t *set, char *out, size_t size)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (int c = 0; c < CPU_SETSIZE && used < size; c++) {
+		int end = c;
+
+		if (!CPU_ISSET(c, set))
+			continue;
+		while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, set))
+			end++;
+		used += (size_t)snprintf(out + used, size - used, "%s%d", used ? "," : "", c);
+		if (end > c && used < size)
+			used += (size_t)snprintf(out + used, size - used, "-%d", end);
+		c = end;
+	}
+}
+
+int cli_parse_seconds(const char *s, double min, double max, double *out)
+{
+	char *end;
+	double v;
+
+	/* strtod takes signs, hex, inf and nan: allow only digits and a point. */
+	if (!*s || strspn(s, "0123456789.") != strlen(s))
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || !isfinite(v) || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!*s || strspn(s, "0123456789") != strlen(s))
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+void cli_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * What the tools share: parsing their arguments strictly (a bad one is a
+ * message and exit 2, before anything runs) and writing JSON strings.
+ */
+#ifndef TSC_CLI_H
+#define TSC_CLI_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define EXIT_USAGE	2
+
+/*
+ * A CPU list such as "0,2-5" into set; every CPU must be in 'allowed'
+ * (the affinity mask).  0, or -1 with a message in why.
+ */
+int cli_parse_cpus(const char *s, const cpu_set_t *allowed, cpu_set_t *set,
+		   char *why, size_t why_size);
+
+/* "0-1,3": a set written as a list, for messages. */
+void cli_format_cpus(const cpu_set_t *set, char *out, size_t size);
+
+/* A decimal number of seconds (e.g. "10", "0.5") within [min, max]. */
+int cli_parse_seconds(const char *s, double min, double max, double *out);
+
+/* An unsigned integer within [min, max], no sign, no junk. */
+int cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* s as a JSON string, quoted and escaped, to f. */
+void cli_json_str(FILE *f, const char *s);
+
+#endif /* TSC_CLI_H */
