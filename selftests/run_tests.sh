@@ -29,8 +29,9 @@ case $ko in
 esac
 
 tests=(estimator_test unload lifecycle_test clients_test load sysfs_test
-       trigger_test hotplug_test libtsc_test tsc_report_test unload libtsc_test
-       tsc_report_test kernel_file_test dmesg_clean)
+       trigger_test hotplug_test libtsc_test tsc_report_test tsc_jitter_test
+       unload libtsc_test tsc_report_test tsc_jitter_test kernel_file_test
+       dmesg_clean)
 n=0 passed=0 failed=0 skipped=0
 
 echo "TAP version 13"
@@ -96,6 +97,10 @@ for t in "${tests[@]}"; do
 		# libtsc's tool, from the same build tree as the tests.
 		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-report" \
 			"$here/../userspace/tools/tsc-report.schema.json" ;;
+	tsc_jitter_test)
+		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-jitter" \
+			"$bin/../userspace/jitter_inject" \
+			"$here/../userspace/tools/tsc-jitter.schema.json" ;;
 	kernel_file_test)
 		if [ -z "${TSCFK_FAKE_KO:-}" ]; then
 			result 4 $t "TSCFK_FAKE_KO not set"

@@ -32,7 +32,7 @@ done
 
 # The last CPU we may use; the injector takes it 10 times for 2 ms.
 cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
-"$inject" "$cpu" 10 2000 100 300 &
+"$inject" "$cpu" 10 2000 100 300 "$tmp/spans" &
 pid=$!
 "$tool" --cores "$cpu" --runtime 2 --threshold 20000 --json --dump "$tmp/dump" > "$tmp/out.json"
 st=$?
@@ -40,11 +40,28 @@ wait $pid; inj=$?
 if [ $inj = 4 ]; then
 	for n in 1 2 3 4; do ktap_skip "injected stalls ($n)" "SCHED_FIFO refused: cannot inject stalls"; done
 else
-	hits=$(awk '$3 >= 2000000 && $3 <= 2500000' "$tmp/dump" | wc -l)
-	echo "# cpu$cpu: $(wc -l < "$tmp/dump") events over 20 us; $hits of 2.0-2.5 ms (10 injected)"
-	awk '$3 >= 1000000 { printf "#   cpu%s at %s ns: %.1f us\n", $1, $2, $3 / 1000 }' "$tmp/dump"
+	# Each injected span must lie inside one detected interruption (50 us
+	# allowed for the two clocks' anchors), which may exceed it only by
+	# the scheduling around it: under 2 ms even in an emulated guest.
+	found=$(python3 - "$tmp/spans" "$tmp/dump" <<'PY'
+import sys
+spans = [tuple(map(int, l.split())) for l in open(sys.argv[1])]
+events = [tuple(map(int, l.split()))[1:] for l in open(sys.argv[2])]
+ok = 0
+for t0, t1 in spans:
+    hit = [(s, d) for s, d in events if s <= t0 + 50000 and s + d >= t1 - 50000]
+    if hit:
+        s, d = hit[0]
+        print("#   injected %.1f us, detected %.1f us (+%.1f)" % ((t1 - t0) / 1e3, d / 1e3, (d - (t1 - t0)) / 1e3), file=sys.stderr)
+        ok += d - (t1 - t0) < 2000000
+    else:
+        print("#   injected %.1f us at %d: not found" % ((t1 - t0) / 1e3, t0), file=sys.stderr)
+print(ok)
+PY
+)
+	echo "# cpu$cpu: $(wc -l < "$tmp/dump") interruptions over 20 us; $found of 10 injected found"
 	ktap_check "the run succeeds" test $st = 0 -a $inj = 0
-	ktap_check "every 2 ms stall is found, 2.0-2.5 ms long" test "$hits" -ge 10
+	ktap_check "every injected stall lies inside one found, no more than 2 ms longer" test "$found" = 10
 	ktap_check "the JSON validates against the schema" python3 -c 'import json, sys, jsonschema
 jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' "$tmp/out.json" "$schema"
 	c='j["cpus"][0]'
