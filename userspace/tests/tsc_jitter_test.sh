@@ -18,7 +18,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
 
-ktap_plan 16
+ktap_plan 17
 "$tool" --help | grep -q '^Usage: tsc-jitter'
 ktap_check "--help prints the usage" test "${PIPESTATUS[0]}" = 0
 for args in "--cores 9-2" "--cores a" "--cores 4095" "--cores 0,,1" "--runtime -1" \
@@ -71,4 +71,10 @@ jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))'
 fi
 ktap_check "statistics are ordered: min <= p50 <= p90 <= p99 <= p99.9 <= p99.99 <= max" test \
 	"$(json "$tmp/out.json" 'int(all(c["min_ns"] <= c["p50_ns"] <= c["p90_ns"] <= c["p99_ns"] <= c["p999_ns"] <= c["p9999_ns"] <= c["max_ns"] and c["dropped"] == 0 for c in j["cpus"]))')" = 1
+# A 1 ns threshold makes every read an event, tens of millions a second:
+# each must be kept or counted as dropped, none lost silently.
+"$tool" --cores "$cpu" --runtime 0.05 --threshold 1 --json > "$tmp/flood.json"
+echo "# flood: $(json "$tmp/flood.json" '(j["cpus"][0]["events"], j["cpus"][0]["dropped"], j["cpus"][0]["loops"])') (events, dropped, loops)"
+ktap_check "every event is kept or counted as dropped" test \
+	"$(json "$tmp/flood.json" 'int(j["cpus"][0]["events"] + j["cpus"][0]["dropped"] == j["cpus"][0]["loops"] > 1000)')" = 1
 ktap_finish

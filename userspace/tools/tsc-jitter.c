@@ -9,14 +9,17 @@
  *
  * Events go into chunks of memory prepared in advance; the main thread
  * keeps a spare chunk ready for every CPU, so the spinning threads never
- * allocate.  Should one find no spare, it counts what it drops, and the
- * report says so.
+ * allocate.  It sleeps until a spinner takes its spare (once per 65536
+ * events), away from the CPUs measured when it can: a periodic wake-up
+ * would be an interruption of our own making.  Should a spinner find no
+ * spare, it counts what it drops, and the report says so.
  *
  * Exit status: 0 done, 2 usage, 3 failure.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +61,7 @@ struct spinner {
 	int cpu;
 	uint64_t threshold, end;	/* ticks */
 	atomic_bool *go;
+	sem_t *refill;			/* posted when the spare is taken */
 	struct chunk *head, *cur;
 	_Atomic(struct chunk *) spare;	/* refilled by the main thread */
 	uint64_t dropped, loops;
@@ -88,6 +92,7 @@ static void record(struct spinner *s, uint64_t start, uint64_t ticks)
 		}
 		s->cur->next = next;
 		s->cur = next;
+		sem_post(s->refill);	/* once per CHUNK events */
 	}
 	s->cur->ev[s->cur->used++] = (struct event){ start, ticks };
 }
@@ -215,6 +220,7 @@ int main(int argc, char **argv)
 	struct spinner *sp;
 	struct tsc_clock clk;
 	atomic_bool go = false;
+	sem_t refill;
 	int opt, n = 0, err;
 	FILE *out = NULL;
 
@@ -281,12 +287,12 @@ int main(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	sp = calloc((size_t)CPU_COUNT(&set), sizeof(*sp));
-	if (!sp)
+	if (!sp || sem_init(&refill, 0, 0))
 		return EXIT_FAIL;
 	for (int c = 0; c < CPU_SETSIZE; c++) {
 		if (!CPU_ISSET(c, &set))
 			continue;
-		sp[n] = (struct spinner){ .cpu = c, .go = &go,
+		sp[n] = (struct spinner){ .cpu = c, .go = &go, .refill = &refill,
 			.threshold = tsc_ns_to_ticks(&clk.conv, threshold_ns) };
 		sp[n].head = sp[n].cur = new_chunk();
 		atomic_init(&sp[n].spare, new_chunk());
@@ -334,17 +340,27 @@ int main(int argc, char **argv)
 	if (warnings[0])
 		fprintf(stderr, "tsc-jitter: warning: %s\n", warnings);
 
-	/* Start together; then keep a spare chunk ready for each spinner. */
+	/*
+	 * Keep out of the spinners' way: move to a CPU not measured if there
+	 * is one, and sleep until the end or until a spinner takes its spare.
+	 */
 	{
-		uint64_t start = tsc_rdtsc_ordered() + tsc_ns_to_ticks(&clk.conv, 1000000);
-		uint64_t end = start + tsc_ns_to_ticks(&clk.conv, (uint64_t)(runtime * 1e9));
-		struct timespec tick = { 0, 10000000 };
+		cpu_set_t rest;
+		struct timespec until;
+		uint64_t end = tsc_rdtsc_ordered() + tsc_ns_to_ticks(&clk.conv, 1000000) +
+			       tsc_ns_to_ticks(&clk.conv, (uint64_t)(runtime * 1e9));
 
+		CPU_XOR(&rest, &allowed, &set);
+		if (CPU_COUNT(&rest))
+			sched_setaffinity(0, sizeof(rest), &rest);
 		for (int i = 0; i < n; i++)
 			sp[i].end = end;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += (time_t)runtime + 1;
 		atomic_store_explicit(&go, true, memory_order_release);
 		while ((int64_t)(tsc_rdtsc() - end) < 0) {
-			nanosleep(&tick, NULL);
+			if (sem_clockwait(&refill, CLOCK_MONOTONIC, &until) && errno == ETIMEDOUT)
+				break;
 			for (int i = 0; i < n; i++)
 				if (!atomic_load(&sp[i].spare))
 					atomic_store(&sp[i].spare, new_chunk());
