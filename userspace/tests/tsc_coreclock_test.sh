@@ -1,0 +1,51 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+#
+# tsc-coreclock: bad arguments exit 2; the JSON validates; and, on a real
+# CPU (not an emulated one, whose timings are the emulator's), the
+# measurement holds together: the imul chain gives the same clock at 3
+# cycles per imul, halving the chain changes nothing (no loop overhead),
+# two chains retire two adds per cycle, more never fewer.
+#
+# Usage: tsc_coreclock_test.sh TOOL SCHEMA
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../selftests/ktap.sh"
+tool=${1:?usage: tsc_coreclock_test.sh TOOL SCHEMA}
+schema=${2:?usage}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+ktap_plan 12
+"$tool" --help | grep -q '^Usage: tsc-coreclock'
+ktap_check "--help prints the usage" test "${PIPESTATUS[0]}" = 0
+for args in "--cpu 4095" "--cpu x" "--ms 0" "--reps 2" "--bogus"; do
+	# shellcheck disable=SC2086 # the words are separate arguments on purpose
+	"$tool" $args > /dev/null 2> "$tmp/err"; st=$?
+	echo "# $args: $(head -n 1 "$tmp/err")"
+	ktap_check "'$args': exit 2 with a message" test $st = 2 -a -s "$tmp/err"
+done
+
+"$tool" --reps 5 --ms 10 --json > "$tmp/out.json"; st=$?
+ktap_check "a run succeeds" test $st = 0
+ktap_check "the JSON validates against the schema" python3 -c 'import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' "$tmp/out.json" "$schema"
+echo "# $(json "$tmp/out.json" '"core %.0f MHz (%.3f x TSC), imul %.0f MHz, overhead %+.2f%%, IPC %s" % (j["core_hz"] / 1e6, j["core_to_tsc"], j["core_hz_by_imul"] / 1e6, j["loop_overhead"] * 100, [round(v["ipc"], 2) for v in j["variants"]])')"
+
+if grep -q 'QEMU TCG' /proc/cpuinfo; then
+	for n in "imul cross-check" "no loop overhead" "two chains, two adds per cycle" "more chains, never fewer"; do
+		ktap_skip "$n" "emulated CPU (QEMU TCG): timings are the emulator's"
+	done
+else
+	ktap_check "the imul chain agrees on the clock within 3%" test \
+		"$(json "$tmp/out.json" 'int(abs(j["core_hz_by_imul"] / j["core_hz"] - 1) < 0.03)')" = 1
+	ktap_check "halving the chain changes the time per add by under 3%" test \
+		"$(json "$tmp/out.json" 'int(abs(j["loop_overhead"]) < 0.03)')" = 1
+	ktap_check "two independent chains retire 1.8 to 2.2 adds per cycle" test \
+		"$(json "$tmp/out.json" 'int(1.8 <= j["variants"][2]["ipc"] <= 2.2)')" = 1
+	ktap_check "four and eight chains retire no fewer than two" test \
+		"$(json "$tmp/out.json" 'int(min(j["variants"][3]["ipc"], j["variants"][4]["ipc"]) >= 1.8)')" = 1
+fi
+ktap_finish
