@@ -30,8 +30,9 @@ esac
 
 tests=(estimator_test unload lifecycle_test clients_test load sysfs_test
        trigger_test hotplug_test libtsc_test tsc_report_test tsc_jitter_test
-       tsc_coreclock_test unload libtsc_test tsc_report_test tsc_jitter_test
-       tsc_coreclock_test kernel_file_test dmesg_clean)
+       tsc_coreclock_test tsc_interference_test unload libtsc_test
+       tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
+       kernel_file_test dmesg_clean)
 n=0 passed=0 failed=0 skipped=0
 
 echo "TAP version 13"
@@ -104,6 +105,9 @@ for t in "${tests[@]}"; do
 	tsc_coreclock_test)
 		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-coreclock" \
 			"$here/../userspace/tools/tsc-coreclock.schema.json" ;;
+	tsc_interference_test)
+		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-interference" \
+			"$here/../userspace/tools/tsc-interference.schema.json" ;;
 	kernel_file_test)
 		if [ -z "${TSCFK_FAKE_KO:-}" ]; then
 			result 4 $t "TSCFK_FAKE_KO not set"

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * tsc-interference: what does running something alongside cost my work?
+ *
+ * A counting loop of fixed duration (TSC time) on a pinned CPU, repeated:
+ * how many iterations fit.  First without anything else (the baseline),
+ * then with a command running alongside, then the baseline again, so that
+ * a machine that drifts shows.  The share of iterations lost is the cost.
+ * With --sweep, the command is a template whose "{}" takes each value in
+ * turn: the classic table of sampling overhead against frequency, e.g.
+ *
+ *   tsc-interference --sweep 100,1000,4000 -- perf record -F {} -a -o /dev/null
+ *
+ * Each unit of work is a chain of 64 dependent register adds, so the
+ * count measures the core's cycles, not memory; the TSC is read once per
+ * unit, ordered.
+ *
+ * Exit status: 0 done, 2 usage, 3 failure.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "tsc.h"
+
+#define EXIT_FAIL	3
+#define MAX_VALUES	64
+#define MAX_RUNS	100
+
+static const char usage[] =
+"Usage: tsc-interference [--cpu N] [--seconds S] [--runs N] [--json]\n"
+"                        [--sweep V1,V2,...] [-- COMMAND [ARG]...]\n"
+"Count how much work fits in fixed time on CPU N, alone and with COMMAND\n"
+"running alongside; with --sweep, once per value, put for {} in COMMAND.\n"
+"\n"
+"  --cpu N       the CPU to count on (default: the first this process may use)\n"
+"  --seconds S   one count's length, 0.01 to 60 (default 1)\n"
+"  --runs N      counts per case, 1 to 100 (default 5); the median is used\n"
+"  --sweep LIST  values for {} in COMMAND, comma-separated, no spaces\n"
+"  --json        JSON, as tsc-interference.schema.json describes\n"
+"  -h, --help    this text;  -V, --version  the version\n";
+
+/* One unit: 64 dependent register adds; the compiler cannot skip them. */
+static inline void unit(void)
+{
+	uint64_t a = 0;
+
+	__asm__ __volatile__(".rept 64\nadd %1, %0\n.endr\n" : "+r"(a) : "r"(1ull));
+}
+
+static uint64_t count_for(uint64_t ticks)
+{
+	uint64_t n = 0, end = tsc_rdtsc_ordered() + ticks;
+
+	do {
+		unit();
+		n++;
+	} while ((int64_t)(tsc_rdtsc_ordered() - end) < 0);
+	return n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+struct result {
+	uint64_t median, min, max;
+};
+
+static struct result measure(uint64_t ticks, unsigned int runs)
+{
+	uint64_t n[MAX_RUNS];
+
+	for (unsigned int r = 0; r < runs; r++)
+		n[r] = count_for(ticks);
+	qsort(n, runs, sizeof(n[0]), cmp_u64);
+	return (struct result){ n[runs / 2], n[0], n[runs - 1] };
+}
+
+/* The command with every "{}" replaced by value (NULL: as it is). */
+static char **expand(char **cmd, int argc, const char *value)
+{
+	char **out = calloc((size_t)argc + 1, sizeof(*out));
+
+	for (int i = 0; out && i < argc; i++) {
+		const char *at = value ? strstr(cmd[i], "{}") : NULL;
+
+		if (!at) {
+			out[i] = strdup(cmd[i]);
+		} else if ((out[i] = malloc(strlen(cmd[i]) + strlen(value) + 1))) {
+			sprintf(out[i], "%.*s%s%s", (int)(at - cmd[i]), cmd[i], value, at + 2);
+		}
+	}
+	return out;
+}
+
+/* Start cmd in its own process group, so that stopping it stops all. */
+static pid_t start(char **argv)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		setpgid(0, 0);
+		execvp(argv[0], argv);
+		fprintf(stderr, "tsc-interference: %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (pid > 0)
+		setpgid(pid, pid);
+	return pid;
+}
+
+/* SIGINT first (perf writes its data then), SIGKILL after 2 s. */
+static int stop(pid_t pid)
+{
+	int status = 0;
+
+	kill(-pid, SIGINT);
+	for (int i = 0; i < 200; i++) {
+		struct timespec ms10 = { 0, 10000000 };
+
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return status;
+		nanosleep(&ms10, NULL);
+	}
+	kill(-pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "cpu", required_argument, NULL, 'c' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "runs", required_argument, NULL, 'r' },
+		{ "sweep", required_argument, NULL, 'w' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t cpu = UINT64_MAX, runs = 5;
+	double seconds = 1;
+	char *sweep = NULL, *values[MAX_VALUES];
+	int nvalues = 0, ncmd, opt;
+	bool json = false, templated = false;
+	struct result before, after, rows[MAX_VALUES + 1];
+	struct tsc_clock clk;
+	cpu_set_t allowed, one;
+	uint64_t ticks;
+
+	while ((opt = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			if (cli_parse_u64(optarg, 0, CPU_SETSIZE - 1, &cpu)) {
+				fprintf(stderr, "tsc-interference: --cpu '%s': want a CPU number\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 's':
+			if (cli_parse_seconds(optarg, 0.01, 60, &seconds)) {
+				fprintf(stderr, "tsc-interference: --seconds '%s': want 0.01 to 60\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'r':
+			if (cli_parse_u64(optarg, 1, MAX_RUNS, &runs)) {
+				fprintf(stderr, "tsc-interference: --runs '%s': want 1 to %d\n", optarg, MAX_RUNS);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'w':
+			sweep = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		case 'V':
+			puts("tsc-interference 0.1.0");
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	ncmd = argc - optind;
+	for (int i = optind; i < argc; i++)
+		templated |= strstr(argv[i], "{}") != NULL;
+	if (sweep) {
+		for (char *v = strtok(sweep, ","); v; v = strtok(NULL, ",")) {
+			if (nvalues == MAX_VALUES || !*v) {
+				fprintf(stderr, "tsc-interference: --sweep: 1 to %d values\n", MAX_VALUES);
+				return EXIT_USAGE;
+			}
+			values[nvalues++] = v;
+		}
+		if (!nvalues || !ncmd || !templated) {
+			fprintf(stderr, "tsc-interference: --sweep needs a COMMAND with {} in it\n");
+			return EXIT_USAGE;
+		}
+	} else if (templated) {
+		fprintf(stderr, "tsc-interference: COMMAND has {} but there is no --sweep\n");
+		return EXIT_USAGE;
+	}
+	if (sched_getaffinity(0, sizeof(allowed), &allowed))
+		return EXIT_FAIL;
+	if (cpu == UINT64_MAX) {
+		for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed); cpu++)
+			;
+	} else if (!CPU_ISSET(cpu, &allowed)) {
+		char list[256];
+
+		cli_format_cpus(&allowed, list, sizeof(list));
+		fprintf(stderr, "tsc-interference: cpu%llu is offline or not in this process's affinity mask (%s)\n",
+			(unsigned long long)cpu, list);
+		return EXIT_USAGE;
+	}
+	if (tsc_clock_init(&clk, NULL)) {
+		fprintf(stderr, "tsc-interference: %s\n", tsc_last_error());
+		return EXIT_FAIL;
+	}
+	/* Commands started later inherit the full mask, not ours. */
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	ticks = tsc_ns_to_ticks(&clk.conv, (uint64_t)(seconds * 1e9));
+
+	if (sched_setaffinity(0, sizeof(one), &one))
+		return EXIT_FAIL;
+	before = measure(ticks, (unsigned int)runs);
+	for (int v = 0; v < (sweep ? nvalues : ncmd ? 1 : 0); v++) {
+		char **cmd = expand(argv + optind, ncmd, sweep ? values[v] : NULL);
+		struct timespec settle = { 0, 200000000 };
+		int status;
+		pid_t pid;
+
+		if (!cmd)
+			return EXIT_FAIL;
+		sched_setaffinity(0, sizeof(allowed), &allowed);
+		pid = start(cmd);
+		sched_setaffinity(0, sizeof(one), &one);
+		if (pid < 0) {
+			perror("tsc-interference: fork");
+			return EXIT_FAIL;
+		}
+		nanosleep(&settle, NULL);	/* let it get going */
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			fprintf(stderr, "tsc-interference: the command ended before the counting began (status %d)\n",
+				WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+			return EXIT_FAIL;
+		}
+		rows[v] = measure(ticks, (unsigned int)runs);
+		stop(pid);
+	}
+	after = measure(ticks, (unsigned int)runs);
+
+	{
+		double base = (double)(before.median + after.median) / 2;
+		int nrows = sweep ? nvalues : ncmd ? 1 : 0;
+
+		if (json) {
+			printf("{\n  \"schema_version\": 1,\n  \"cpu\": %llu, \"seconds\": %.3f, \"runs\": %llu,\n"
+			       "  \"baseline_before\": %llu, \"baseline_after\": %llu,\n  \"command\": ",
+			       (unsigned long long)cpu, seconds, (unsigned long long)runs,
+			       (unsigned long long)before.median, (unsigned long long)after.median);
+			if (ncmd) {
+				printf("[");
+				for (int i = 0; i < ncmd; i++) {
+					printf("%s", i ? ", " : "");
+					cli_json_str(stdout, argv[optind + i]);
+				}
+				printf("]");
+			} else {
+				printf("null");
+			}
+			printf(",\n  \"rows\": [");
+			for (int v = 0; v < nrows; v++) {
+				printf("%s\n    {\"value\": ", v ? "," : "");
+				if (sweep)
+					cli_json_str(stdout, values[v]);
+				else
+					printf("null");
+				printf(", \"iterations\": %llu, \"min\": %llu, \"max\": %llu, \"lost_percent\": %.3f}",
+				       (unsigned long long)rows[v].median, (unsigned long long)rows[v].min,
+				       (unsigned long long)rows[v].max,
+				       (1 - (double)rows[v].median / base) * 100);
+			}
+			printf("\n  ]\n}\n");
+			return 0;
+		}
+		printf("cpu%llu, %llu counts of %.3f s each (median), units of 64 dependent adds\n",
+		       (unsigned long long)cpu, (unsigned long long)runs, seconds);
+		printf("  %-24s %14s %9s\n", sweep ? "value" : "case", "iterations", "lost");
+		printf("  %-24s %14llu %9s\n", "alone, before", (unsigned long long)before.median, "");
+		for (int v = 0; v < nrows; v++)
+			printf("  %-24s %14llu %8.2f%%\n", sweep ? values[v] : "with the command",
+			       (unsigned long long)rows[v].median,
+			       (1 - (double)rows[v].median / base) * 100);
+		printf("  %-24s %14llu %8.2f%%   (drift of the baseline)\n", "alone, after",
+		       (unsigned long long)after.median,
+		       (1 - (double)after.median / (double)before.median) * 100);
+	}
+	return 0;
+}
