@@ -78,6 +78,35 @@ int cli_parse_cpus(const char *s, const cpu_set_t *allowed, cpu_set_t *set,
 	return 0;
 }
 
+int cli_pick_cpu(const char *tool, const char *arg, cpu_set_t *allowed, int *cpu)
+{
+	char list[256];
+	uint64_t c;
+
+	if (sched_getaffinity(0, sizeof(*allowed), allowed)) {
+		fprintf(stderr, "%s: sched_getaffinity: %s\n", tool, strerror(errno));
+		return -1;
+	}
+	if (!arg) {
+		for (*cpu = 0; *cpu < CPU_SETSIZE && !CPU_ISSET(*cpu, allowed); ++*cpu)
+			;
+		return 0;
+	}
+	if (cli_parse_u64(arg, 0, CPU_SETSIZE - 1, &c)) {
+		fprintf(stderr, "%s: --cpu '%s': want a CPU number below %d\n", tool, arg,
+			CPU_SETSIZE);
+		return -1;
+	}
+	if (!CPU_ISSET(c, allowed)) {
+		cli_format_cpus(allowed, list, sizeof(list));
+		fprintf(stderr, "%s: cpu%llu is offline or not in this process's affinity mask (%s)\n",
+			tool, (unsigned long long)c, list);
+		return -1;
+	}
+	*cpu = (int)c;
+	return 0;
+}
+
 void cli_format_cpus(const cpu_set_t *set, char *out, size_t size)
 {
 	size_t used = 0;

@@ -20,6 +20,13 @@
 int cli_parse_cpus(const char *s, const cpu_set_t *allowed, cpu_set_t *set,
 		   char *why, size_t why_size);
 
+/*
+ * The CPU a tool runs on: 'arg' (from --cpu, NULL if not given) or else the
+ * first CPU of the affinity mask; it must be in the mask.  0, or -1 after
+ * a message on stderr, prefixed with the tool's name.
+ */
+int cli_pick_cpu(const char *tool, const char *arg, cpu_set_t *allowed, int *cpu);
+
 /* "0-1,3": a set written as a list, for messages. */
 void cli_format_cpus(const cpu_set_t *set, char *out, size_t size);
 

@@ -130,7 +130,9 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t ms = 20, reps = 15, cpu = UINT64_MAX;
+	uint64_t ms = 20, reps = 15;
+	const char *cpu_arg = NULL;
+	int cpu;
 	double med[NV], lo[NV], hi[NV], core_hz, imul_hz, ipc[NV];
 	bool json = false;
 	struct tsc_clock clk;
@@ -140,10 +142,7 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
-			if (cli_parse_u64(optarg, 0, CPU_SETSIZE - 1, &cpu)) {
-				fprintf(stderr, "tsc-coreclock: --cpu '%s': want a CPU number\n", optarg);
-				return EXIT_USAGE;
-			}
+			cpu_arg = optarg;
 			break;
 		case 'm':
 			if (cli_parse_u64(optarg, 1, 10000, &ms)) {
@@ -175,19 +174,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tsc-coreclock: unexpected argument '%s'\n%s", argv[optind], usage);
 		return EXIT_USAGE;
 	}
-	if (sched_getaffinity(0, sizeof(allowed), &allowed))
-		return EXIT_FAIL;
-	if (cpu == UINT64_MAX) {
-		for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed); cpu++)
-			;
-	} else if (!CPU_ISSET(cpu, &allowed)) {
-		char list[256];
-
-		cli_format_cpus(&allowed, list, sizeof(list));
-		fprintf(stderr, "tsc-coreclock: cpu%llu is offline or not in this process's affinity mask (%s)\n",
-			(unsigned long long)cpu, list);
+	if (cli_pick_cpu("tsc-coreclock", cpu_arg, &allowed, &cpu))
 		return EXIT_USAGE;
-	}
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
 	if (sched_setaffinity(0, sizeof(one), &one)) {
@@ -224,10 +212,10 @@ int main(int argc, char **argv)
 	imul_hz = 3e9 / med[NV - 1];
 
 	if (json) {
-		printf("{\n  \"schema_version\": 1,\n  \"cpu\": %llu,\n  \"tsc_hz\": %.3f, \"tsc_source\": \"%s\",\n"
+		printf("{\n  \"schema_version\": 1,\n  \"cpu\": %d,\n  \"tsc_hz\": %.3f, \"tsc_source\": \"%s\",\n"
 		       "  \"core_hz\": %.0f, \"core_to_tsc\": %.6f,\n  \"timing_ms\": %llu, \"reps\": %llu,\n"
 		       "  \"loop_overhead\": %.6f, \"core_hz_by_imul\": %.0f,\n  \"variants\": [",
-		       (unsigned long long)cpu, clk.freq.hz, tsc_source_name(clk.freq.source),
+		       cpu, clk.freq.hz, tsc_source_name(clk.freq.source),
 		       core_hz, core_hz / clk.freq.hz, (unsigned long long)ms,
 		       (unsigned long long)reps, med[1] / med[0] - 1, imul_hz);
 		for (size_t v = 0; v < NV; v++)
@@ -238,8 +226,8 @@ int main(int argc, char **argv)
 		printf("\n  ]\n}\n");
 		return 0;
 	}
-	printf("cpu%llu: TSC at %.3f MHz (%s); %llu timings of %llu ms per variant\n",
-	       (unsigned long long)cpu, clk.freq.hz / 1e6, tsc_source_name(clk.freq.source),
+	printf("cpu%d: TSC at %.3f MHz (%s); %llu timings of %llu ms per variant\n",
+	       cpu, clk.freq.hz / 1e6, tsc_source_name(clk.freq.source),
 	       (unsigned long long)reps, (unsigned long long)ms);
 	printf("  core clock     %.1f MHz = %.3f x the TSC   (dependent adds, 1 per cycle)\n",
 	       core_hz / 1e6, core_hz / clk.freq.hz);

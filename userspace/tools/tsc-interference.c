@@ -150,7 +150,9 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t cpu = UINT64_MAX, runs = 5;
+	uint64_t runs = 5;
+	const char *cpu_arg = NULL;
+	int cpu;
 	double seconds = 1;
 	char *sweep = NULL, *values[MAX_VALUES];
 	int nvalues = 0, ncmd, opt;
@@ -163,10 +165,7 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
-			if (cli_parse_u64(optarg, 0, CPU_SETSIZE - 1, &cpu)) {
-				fprintf(stderr, "tsc-interference: --cpu '%s': want a CPU number\n", optarg);
-				return EXIT_USAGE;
-			}
+			cpu_arg = optarg;
 			break;
 		case 's':
 			if (cli_parse_seconds(optarg, 0.01, 60, &seconds)) {
@@ -216,19 +215,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tsc-interference: COMMAND has {} but there is no --sweep\n");
 		return EXIT_USAGE;
 	}
-	if (sched_getaffinity(0, sizeof(allowed), &allowed))
-		return EXIT_FAIL;
-	if (cpu == UINT64_MAX) {
-		for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed); cpu++)
-			;
-	} else if (!CPU_ISSET(cpu, &allowed)) {
-		char list[256];
-
-		cli_format_cpus(&allowed, list, sizeof(list));
-		fprintf(stderr, "tsc-interference: cpu%llu is offline or not in this process's affinity mask (%s)\n",
-			(unsigned long long)cpu, list);
+	if (cli_pick_cpu("tsc-interference", cpu_arg, &allowed, &cpu))
 		return EXIT_USAGE;
-	}
 	if (tsc_clock_init(&clk, NULL)) {
 		fprintf(stderr, "tsc-interference: %s\n", tsc_last_error());
 		return EXIT_FAIL;
@@ -272,9 +260,9 @@ int main(int argc, char **argv)
 		int nrows = sweep ? nvalues : ncmd ? 1 : 0;
 
 		if (json) {
-			printf("{\n  \"schema_version\": 1,\n  \"cpu\": %llu, \"seconds\": %.3f, \"runs\": %llu,\n"
+			printf("{\n  \"schema_version\": 1,\n  \"cpu\": %d, \"seconds\": %.3f, \"runs\": %llu,\n"
 			       "  \"baseline_before\": %llu, \"baseline_after\": %llu,\n  \"command\": ",
-			       (unsigned long long)cpu, seconds, (unsigned long long)runs,
+			       cpu, seconds, (unsigned long long)runs,
 			       (unsigned long long)before.median, (unsigned long long)after.median);
 			if (ncmd) {
 				printf("[");
@@ -301,8 +289,8 @@ int main(int argc, char **argv)
 			printf("\n  ]\n}\n");
 			return 0;
 		}
-		printf("cpu%llu, %llu counts of %.3f s each (median), units of 64 dependent adds\n",
-		       (unsigned long long)cpu, (unsigned long long)runs, seconds);
+		printf("cpu%d, %llu counts of %.3f s each (median), units of 64 dependent adds\n",
+		       cpu, (unsigned long long)runs, seconds);
 		printf("  %-24s %14s %9s\n", sweep ? "value" : "case", "iterations", "lost");
 		printf("  %-24s %14llu %9s\n", "alone, before", (unsigned long long)before.median, "");
 		for (int v = 0; v < nrows; v++)
