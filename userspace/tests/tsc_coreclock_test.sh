@@ -9,29 +9,18 @@
 #
 # Usage: tsc_coreclock_test.sh TOOL SCHEMA
 
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../../selftests/ktap.sh"
+. "$(dirname "$0")/tools_lib.sh"
 tool=${1:?usage: tsc_coreclock_test.sh TOOL SCHEMA}
 schema=${2:?usage}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 ktap_plan 12
 "$tool" --help | grep -q '^Usage: tsc-coreclock'
 ktap_check "--help prints the usage" test "${PIPESTATUS[0]}" = 0
-for args in "--cpu 4095" "--cpu x" "--ms 0" "--reps 2" "--bogus"; do
-	# shellcheck disable=SC2086 # the words are separate arguments on purpose
-	"$tool" $args > /dev/null 2> "$tmp/err"; st=$?
-	echo "# $args: $(head -n 1 "$tmp/err")"
-	ktap_check "'$args': exit 2 with a message" test $st = 2 -a -s "$tmp/err"
-done
+usage_errors "$tool" "--cpu 4095" "--cpu x" "--ms 0" "--reps 2" "--bogus"
 
 "$tool" --reps 5 --ms 10 --json > "$tmp/out.json"; st=$?
 ktap_check "a run succeeds" test $st = 0
-ktap_check "the JSON validates against the schema" python3 -c 'import json, sys, jsonschema
-jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' "$tmp/out.json" "$schema"
+ktap_check "the JSON validates against the schema" valid_json "$tmp/out.json" "$schema"
 echo "# $(json "$tmp/out.json" '"core %.0f MHz (%.3f x TSC), imul %.0f MHz, overhead %+.2f%%, IPC %s" % (j["core_hz"] / 1e6, j["core_to_tsc"], j["core_hz_by_imul"] / 1e6, j["loop_overhead"] * 100, [round(v["ipc"], 2) for v in j["variants"]])')"
 
 if grep -q 'QEMU TCG' /proc/cpuinfo; then

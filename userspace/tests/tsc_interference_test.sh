@@ -8,25 +8,17 @@
 #
 # Usage: tsc_interference_test.sh TOOL SCHEMA
 
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../../selftests/ktap.sh"
+. "$(dirname "$0")/tools_lib.sh"
 tool=${1:?usage: tsc_interference_test.sh TOOL SCHEMA}
 schema=${2:?usage}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
-json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
 cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 
 ktap_plan 12
 "$tool" --help | grep -q '^Usage: tsc-interference'
 ktap_check "--help prints the usage" test "${PIPESTATUS[0]}" = 0
-for args in "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--runs 0" "--sweep , -- echo {}"; do
-	# shellcheck disable=SC2086 # the words are separate arguments on purpose
-	"$tool" $args > /dev/null 2> "$tmp/err"; st=$?
-	echo "# $args: $(head -n 1 "$tmp/err")"
-	ktap_check "'$args': exit 2 with a message" test $st = 2 -a -s "$tmp/err"
-done
+usage_errors "$tool" "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--runs 0" \
+	"--sweep , -- echo {}"
 
 run() { "$tool" --cpu "$cpu" --seconds 0.2 --runs 3 --json "$@"; }
 
@@ -34,8 +26,7 @@ run -- sleep 60 > "$tmp/sleep.json"
 echo "# sleep alongside: $(json "$tmp/sleep.json" 'j["rows"][0]["lost_percent"]')% lost"
 ktap_check "a sleeping command costs under 10%" test \
 	"$(json "$tmp/sleep.json" 'int(j["rows"][0]["lost_percent"] < 10)')" = 1
-ktap_check "the JSON validates against the schema" python3 -c 'import json, sys, jsonschema
-jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' "$tmp/sleep.json" "$schema"
+ktap_check "the JSON validates against the schema" valid_json "$tmp/sleep.json" "$schema"
 
 # {} spinners pinned to our CPU, all stopped together on SIGINT.
 run --sweep 1,2 -- taskset -c "$cpu" sh -c \

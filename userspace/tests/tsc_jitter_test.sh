@@ -8,15 +8,10 @@
 #
 # Usage: tsc_jitter_test.sh TOOL INJECTOR SCHEMA
 
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../../selftests/ktap.sh"
+. "$(dirname "$0")/tools_lib.sh"
 tool=${1:?usage: tsc_jitter_test.sh TOOL INJECTOR SCHEMA}
 inject=${2:?usage}
 schema=${3:?usage}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 ktap_plan 17
 "$tool" --help | grep -q '^Usage: tsc-jitter'
@@ -67,8 +62,7 @@ PY
 	ktap_check "the run succeeds" test $st = 0 -a $inj = 0
 	ktap_check "every injected stall lies inside one found; median excess under 2 ms" \
 		test "$found" = 10 -a "$median" -lt 2000000
-	ktap_check "the JSON validates against the schema" python3 -c 'import json, sys, jsonschema
-jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' "$tmp/out.json" "$schema"
+	ktap_check "the JSON validates against the schema" valid_json "$tmp/out.json" "$schema"
 	c='j["cpus"][0]'
 	ktap_check "the JSON agrees: max >= 2 ms, stolen >= 20 ms, events = dump lines" test \
 		"$(json "$tmp/out.json" "int($c['max_ns'] >= 2000000 and $c['stolen_ns'] >= 20000000)")" = 1 \

@@ -9,12 +9,9 @@
 #
 # Usage: tsc_report_test.sh TOOL SCHEMA   (needs python3-jsonschema, promtool)
 
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../../selftests/ktap.sh"
+. "$(dirname "$0")/tools_lib.sh"
 tool=${1:?usage: tsc_report_test.sh TOOL SCHEMA}
 schema=${2:?usage: tsc_report_test.sh TOOL SCHEMA}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
 # A sysfs tree as the module writes it; $1 dir, $2 unstable, $3 khz.
 fake_root() {
@@ -34,13 +31,6 @@ fake_root() {
 	echo tsc > "$1/devices/system/clocksource/clocksource0/current_clocksource"
 }
 
-valid_json() {
-	python3 -c 'import json, sys, jsonschema
-jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' "$1" "$schema"
-}
-
-# json FILE EXPR: the Python expression's value, with j the document.
-json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # What the kernel says of the CPU: both flags mean CPUID's invariant TSC.
 invariant=False
@@ -49,15 +39,11 @@ grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && inv
 ktap_plan 16
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
-for args in "--bogus" "extra" "--json --prometheus" "--sysfs-root"; do
-	# shellcheck disable=SC2086 # the words are separate arguments on purpose
-	"$tool" $args > /dev/null 2> "$tmp/err"; st=$?
-	ktap_check "'$args' is a usage error (exit 2, a message)" test $st = 2 -a -s "$tmp/err"
-done
+usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--sysfs-root"
 
 fake_root "$tmp/good" 0 2600002
 "$tool" --sysfs-root "$tmp/good" --json > "$tmp/good.json"; st=$?
-ktap_check "JSON from the module's files validates against the schema" valid_json "$tmp/good.json"
+ktap_check "JSON from the module's files validates against the schema" valid_json "$tmp/good.json" "$schema"
 got=$(json "$tmp/good.json" '(j["frequency"]["source"], j["frequency"]["hz"], j["offsets"]["source"], j["offsets"]["cpus"][1], j["kernel"])')
 echo "# $got"
 ktap_check "and carries their values" test "$got" = "('sysfs', 2600002000.0, 'module', {'cpu': 1, 'status': 'measured', 'offset_ticks': -40, 'min_ticks': -150, 'max_ticks': 100, 'probes': 1000, 'consistent': True}, {'clocksource': 'tsc', 'unstable': False})"
@@ -84,7 +70,7 @@ ktap_check "a bad frequency file is not believed, and not fatal" \
 
 "$tool" --json > "$tmp/real.json"; st=$?
 ktap_check "on this system: exit 0 or 1" test $st -le 1
-ktap_check "on this system: JSON valid against the schema" valid_json "$tmp/real.json"
+ktap_check "on this system: JSON valid against the schema" valid_json "$tmp/real.json" "$schema"
 if [ -d /sys/devices/system/cpu/tsc ]; then
 	ktap_check "the module is loaded: its frequency and offsets are used" \
 		test "$(json "$tmp/real.json" '(j["frequency"]["source"], j["offsets"]["source"])')" = "('sysfs', 'module')"

@@ -1,0 +1,30 @@
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+# What the tools' test scripts share; source it first thing.  Gives KTAP
+# (selftests/ktap.sh), a temporary directory $tmp removed at exit, and:
+
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../selftests/ktap.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# json FILE EXPR: a Python expression's value, with j the JSON document.
+json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# valid_json FILE SCHEMA: FILE validates against the JSON Schema.
+valid_json() {
+	python3 -c 'import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' "$1" "$2"
+}
+
+# usage_errors TOOL ARGS...: each ARGS, split into words, exits 2 with a
+# message (one KTAP result each).
+usage_errors() {
+	local tool=$1 args st
+	shift
+	for args in "$@"; do
+		# shellcheck disable=SC2086 # the words are separate arguments on purpose
+		"$tool" $args > /dev/null 2> "$tmp/err"; st=$?
+		echo "# $args: $(head -n 1 "$tmp/err")"
+		ktap_check "'$args': exit 2 with a message" test $st = 2 -a -s "$tmp/err"
+	done
+}
