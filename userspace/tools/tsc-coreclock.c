@@ -190,8 +190,10 @@ int main(int argc, char **argv)
 	{
 		double (*t)[1000] = calloc(NV, sizeof(*t));
 
-		if (!t)
+		if (!t) {
+			fprintf(stderr, "tsc-coreclock: out of memory\n");
 			return EXIT_FAIL;
+		}
 		/* Variants take turns within each repetition: noise hits all alike. */
 		for (uint64_t r = 0; r < reps; r++)
 			for (size_t v = 0; v < NV; v++)

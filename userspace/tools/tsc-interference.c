@@ -226,8 +226,10 @@ int main(int argc, char **argv)
 	CPU_SET(cpu, &one);
 	ticks = tsc_ns_to_ticks(&clk.conv, (uint64_t)(seconds * 1e9));
 
-	if (sched_setaffinity(0, sizeof(one), &one))
+	if (sched_setaffinity(0, sizeof(one), &one)) {
+		perror("tsc-interference: sched_setaffinity");
 		return EXIT_FAIL;
+	}
 	before = measure(ticks, (unsigned int)runs);
 	for (int v = 0; v < (sweep ? nvalues : ncmd ? 1 : 0); v++) {
 		char **cmd = expand(argv + optind, ncmd, sweep ? values[v] : NULL);
@@ -235,8 +237,10 @@ int main(int argc, char **argv)
 		int status;
 		pid_t pid;
 
-		if (!cmd)
+		if (!cmd) {
+			fprintf(stderr, "tsc-interference: out of memory\n");
 			return EXIT_FAIL;
+		}
 		sched_setaffinity(0, sizeof(allowed), &allowed);
 		pid = start(cmd);
 		sched_setaffinity(0, sizeof(one), &one);

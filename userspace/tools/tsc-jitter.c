@@ -287,8 +287,10 @@ int main(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	sp = calloc((size_t)CPU_COUNT(&set), sizeof(*sp));
-	if (!sp || sem_init(&refill, 0, 0))
+	if (!sp || sem_init(&refill, 0, 0)) {
+		fprintf(stderr, "tsc-jitter: out of memory\n");
 		return EXIT_FAIL;
+	}
 	for (int c = 0; c < CPU_SETSIZE; c++) {
 		if (!CPU_ISSET(c, &set))
 			continue;
@@ -389,8 +391,10 @@ int main(int argc, char **argv)
 		struct stats st;
 		double pct;
 
-		if (compute(&sp[i], &clk.conv, &st))
+		if (compute(&sp[i], &clk.conv, &st)) {
+			fprintf(stderr, "tsc-jitter: out of memory for the statistics\n");
 			return EXIT_FAIL;
+		}
 		pct = (double)st.total / (runtime * 1e9) * 100;
 		if (json) {
 			printf("%s\n    {\"cpu\": %d, \"events\": %llu, \"per_second\": %.3f, "
@@ -423,8 +427,10 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n; i++) {
 			struct stats st;
 
-			if (compute(&sp[i], &clk.conv, &st))
+			if (compute(&sp[i], &clk.conv, &st)) {
+				fprintf(stderr, "tsc-jitter: out of memory for the histogram\n");
 				return EXIT_FAIL;
+			}
 			printf("cpu%d: interruptions by length\n", sp[i].cpu);
 			histogram(&st);
 			free(st.ns);
