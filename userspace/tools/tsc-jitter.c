@@ -218,6 +218,7 @@ int main(int argc, char **argv)
 	cpu_set_t allowed, set;
 	char why[512], warnings[1024] = "";
 	struct spinner *sp;
+	struct stats *stats;
 	struct tsc_clock clk;
 	atomic_bool go = false;
 	sem_t refill;
@@ -387,15 +388,18 @@ int main(int argc, char **argv)
 		       (unsigned long long)threshold_ns, "cpu", "events", "per s", "min",
 		       "p50", "mean", "p90", "p99", "p99.9", "p99.99", "max", "stolen ns",
 		       "stolen%");
+	/* Once per CPU: the table and the histograms both read them. */
+	stats = calloc((size_t)n, sizeof(*stats));
 	for (int i = 0; i < n; i++) {
-		struct stats st;
-		double pct;
-
-		if (compute(&sp[i], &clk.conv, &st)) {
+		if (!stats || compute(&sp[i], &clk.conv, &stats[i])) {
 			fprintf(stderr, "tsc-jitter: out of memory for the statistics\n");
 			return EXIT_FAIL;
 		}
-		pct = (double)st.total / (runtime * 1e9) * 100;
+	}
+	for (int i = 0; i < n; i++) {
+		const struct stats st = stats[i];
+		double pct = (double)st.total / (runtime * 1e9) * 100;
+
 		if (json) {
 			printf("%s\n    {\"cpu\": %d, \"events\": %llu, \"per_second\": %.3f, "
 			       "\"min_ns\": %llu, \"p50_ns\": %llu, \"mean_ns\": %.1f, \"p90_ns\": %llu, "
@@ -419,21 +423,13 @@ int main(int argc, char **argv)
 				printf("      cpu%d DROPPED %llu events: no memory to hold them\n",
 				       sp[i].cpu, (unsigned long long)sp[i].dropped);
 		}
-		free(st.ns);
 	}
 	if (json) {
 		printf("\n  ]\n}\n");
 	} else {
 		for (int i = 0; i < n; i++) {
-			struct stats st;
-
-			if (compute(&sp[i], &clk.conv, &st)) {
-				fprintf(stderr, "tsc-jitter: out of memory for the histogram\n");
-				return EXIT_FAIL;
-			}
 			printf("cpu%d: interruptions by length\n", sp[i].cpu);
-			histogram(&st);
-			free(st.ns);
+			histogram(&stats[i]);
 		}
 		if (warnings[0])
 			printf("warning: %s\n", warnings);
