@@ -189,8 +189,9 @@ int main(int argc, char **argv)
 
 	{
 		double (*t)[1000] = calloc(NV, sizeof(*t));
+		double (*ratio)[1000] = calloc(NV, sizeof(*ratio));
 
-		if (!t) {
+		if (!t || !ratio) {
 			fprintf(stderr, "tsc-coreclock: out of memory\n");
 			return EXIT_FAIL;
 		}
@@ -198,20 +199,30 @@ int main(int argc, char **argv)
 		for (uint64_t r = 0; r < reps; r++)
 			for (size_t v = 0; v < NV; v++)
 				t[v][r] = time_one(&clk, &variants[v], ms);
+		/*
+		 * Comparisons between variants use each repetition's own ratio,
+		 * timed back to back, and then their median: a core clock that
+		 * drifts during the run (turbo, a busy host) would otherwise pass
+		 * for a difference between variants.
+		 */
 		for (size_t v = 0; v < NV; v++) {
+			for (uint64_t r = 0; r < reps; r++)
+				ratio[v][r] = t[0][r] / t[v][r];
+			qsort(ratio[v], reps, sizeof(double), cmp);
 			qsort(t[v], reps, sizeof(double), cmp);
 			med[v] = t[v][reps / 2];
 			lo[v] = t[v][0];
 			hi[v] = t[v][reps - 1];
+			/* Adds per cycle: the cycle (a chain add) over the time per add. */
+			ipc[v] = ratio[v][reps / 2];
 		}
 		free(t);
+		free(ratio);
 	}
 	/* One add per cycle along a chain: its time per add is the cycle. */
 	core_hz = 1e9 / med[0];
-	/* Adds per cycle: the cycle (a chain add) over the time per add. */
-	for (size_t v = 0; v < NV; v++)
-		ipc[v] = med[0] / med[v];
-	imul_hz = 3e9 / med[NV - 1];
+	/* An imul takes 3 cycles: 3 x its IPC against the add chain is 1. */
+	imul_hz = core_hz * 3 * ipc[NV - 1];
 
 	if (json) {
 		printf("{\n  \"schema_version\": 1,\n  \"cpu\": %d,\n  \"tsc_hz\": %.3f, \"tsc_source\": \"%s\",\n"
@@ -219,7 +230,7 @@ int main(int argc, char **argv)
 		       "  \"loop_overhead\": %.6f, \"core_hz_by_imul\": %.0f,\n  \"variants\": [",
 		       cpu, clk.freq.hz, tsc_source_name(clk.freq.source),
 		       core_hz, core_hz / clk.freq.hz, (unsigned long long)ms,
-		       (unsigned long long)reps, med[1] / med[0] - 1, imul_hz);
+		       (unsigned long long)reps, 1 / ipc[1] - 1, imul_hz);
 		for (size_t v = 0; v < NV; v++)
 			printf("%s\n    {\"name\": \"%s\", \"chains\": %u, \"adds_per_iteration\": %u, "
 			       "\"ns_per_add\": %.6f, \"ns_per_add_min\": %.6f, \"ns_per_add_max\": %.6f, "
@@ -236,7 +247,7 @@ int main(int argc, char **argv)
 	printf("  cross-check    %.1f MHz from the imul chain (%+.2f%%)\n", imul_hz / 1e6,
 	       (imul_hz / core_hz - 1) * 100);
 	printf("  loop overhead  %+.2f%% per add at half the chain length\n",
-	       (med[1] / med[0] - 1) * 100);
+	       (1 / ipc[1] - 1) * 100);
 	printf("  %-22s %10s %10s %10s %8s\n", "variant", "ns/add", "min", "max", "IPC");
 	for (size_t v = 0; v < NV; v++)
 		printf("  %-22s %10.4f %10.4f %10.4f %8.2f\n", variants[v].name, med[v], lo[v],
