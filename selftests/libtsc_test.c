@@ -25,13 +25,16 @@ static bool clocksource_is_tsc(void)
 /*
  * A calibration against CLOCK_MONOTONIC_RAW agrees with the kernel's kHz
  * within 1 ppm when the TSC is the clocksource (the kernel's raw clock runs
- * on tsc_khz then), and within 100 ppm against another clocksource.
+ * on tsc_khz then).  Against another clocksource the kernel's kHz may be
+ * its quick boot calibration, never refined once the TSC is marked
+ * unstable (799 ppm off in a 6.1 guest under load): within 0.1%, as
+ * sysfs_test holds the file to.
  */
 static void expect_calibration_agrees(struct __test_metadata *_metadata,
 				      uint64_t khz)
 {
 	struct tsc_freq cal, kernel = { .num = khz * 1000, .den = 1 };
-	double limit = clocksource_is_tsc() ? 1.0 : 100.0;
+	double limit = clocksource_is_tsc() ? 1.0 : 1000.0;
 	double diff;
 
 	ASSERT_EQ(0, tsc_freq_calibrate(&cal, 0.05, 2000)) TH_LOG("%s", tsc_last_error());
