@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 {
 	bool quick = argc > 1 && !strcmp(argv[1], "--quick");
 	unsigned int runs = quick ? 3 : 15;
-	double mod[15], usr[15];
+	double mod[15] = { 0 }, usr[15] = { 0 };
 	TSC_REPORT_OPTS(o, .userspace = true);
 
 	for (unsigned int i = 0; i < runs; i++) {

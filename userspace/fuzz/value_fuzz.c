@@ -18,7 +18,7 @@ static void round_trip(const uint8_t *data, size_t size, const char *back)
 	size_t len = strlen(back);
 
 	if ((size != len && !(size == len + 1 && data[len] == '\n')) ||
-	    memcmp(back, data, len))
+	    memcmp(back, data, len) != 0)
 		abort();
 }
 

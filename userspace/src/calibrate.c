@@ -90,7 +90,7 @@ int tsc__calibrate(struct tsc_freq *f, const struct tsc__calib_clock *c,
 	struct sample first = take_sample(c), s = first;
 	uint64_t min_width = first.width, rejected = 0;
 	uint64_t res = c->res_ns ? c->res_ns : 1;
-	long double slope = 0, rel_err = INFINITY;
+	long double slope, rel_err = INFINITY;
 	struct fit fit = { 0 };
 	uint32_t i;
 	int err;
@@ -115,7 +115,8 @@ int tsc__calibrate(struct tsc_freq *f, const struct tsc__calib_clock *c,
 		fit_add(&fit, (long double)(s.mid - first.mid),
 			(long double)(s.ns - first.ns));
 		if (fit.n >= MIN_SAMPLES && (uint64_t)fit.n % CHECK_EVERY == 0) {
-			slope = fit_slope(&fit, res, s.ns - first.ns, &rel_err);
+			/* Only the error, to decide whether to stop. */
+			fit_slope(&fit, res, s.ns - first.ns, &rel_err);
 			if (1e6 * rel_err <= target_ppm)
 				break;
 		}

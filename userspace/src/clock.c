@@ -30,6 +30,9 @@ static int anchor(clockid_t id, uint64_t *ticks, uint64_t *ns)
 			*ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 		}
 	}
+	if (best == UINT64_MAX)
+		return tsc__fail(-EAGAIN, "clock %d: the TSC went backwards around each of 32 reads",
+				 (int)id);
 	return 0;
 }
 
@@ -52,6 +55,11 @@ int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts)
 		return err;
 	/* Unsigned wrap-around keeps these right whatever the magnitudes. */
 	clk->mono_off = tsc_ticks_to_ns(&clk->conv, clk->base_ticks) - clk->base_mono_ns;
+	/*
+	 * anchor() set both or failed; the analyzer, not seeing into
+	 * error.c, does not know that tsc__fail() never returns 0.
+	 */
+	/* NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage) */
 	clk->real_off = tsc_ticks_to_ns(&clk->conv, real_ticks) - real_ns;
 	/* Realtime as it was at the monotonic anchor's TSC reading. */
 	clk->base_real_ns = tsc_ticks_to_ns(&clk->conv, clk->base_ticks) - clk->real_off;

@@ -144,10 +144,14 @@ int tsc__probe_offsets(const int *cpus, unsigned int n, unsigned int ref,
 		       struct tsc_offset_est *est, bool *warp)
 {
 	uint64_t deadline = ms_now() + max_ms;
-	struct run *run = aligned_alloc(64, sizeof(*run));
 	uint64_t cap = (uint64_t)n * min_rounds * 8;
+	struct run *run;
 	int err = 0;
 
+	if (n < 2 || ref >= n)
+		return tsc__fail(-EINVAL, "probe: %u CPU(s), reference %u: need two or more, the reference among them",
+				 n, ref);
+	run = aligned_alloc(64, sizeof(*run));
 	if (!run)
 		return tsc__fail(-ENOMEM, "probe: out of memory");
 	memset(run, 0, sizeof(*run));

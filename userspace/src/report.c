@@ -153,7 +153,7 @@ static int userspace_offsets(struct tsc_report *r, unsigned int min_rounds,
 	unsigned int n = 0;
 	struct tsc_skew skew;
 	cpu_set_t set;
-	bool warp, all = true;
+	bool warp;
 	int *cpus, err;
 
 	if (sched_getaffinity(0, sizeof(set), &set))
@@ -175,6 +175,8 @@ static int userspace_offsets(struct tsc_report *r, unsigned int min_rounds,
 	}
 	err = tsc__probe_offsets(cpus, n, 0, min_rounds, max_ms, est, &warp);
 	if (!err) {
+		bool all = true;
+
 		r->offsets_source = TSC_OFFSETS_USERSPACE;
 		r->reference_cpu = cpus[0];
 		tsc_skew_init(&skew);
@@ -255,7 +257,7 @@ static void judge(struct tsc_report *r)
 		    by[r->offsets_source]);
 	if (r->kernel_unstable == -1)
 		say(r, "the kernel's own verdict is unknown (tsc_freq_khz not loaded)");
-	if (r->clocksource[0] && strcmp(r->clocksource, "tsc"))
+	if (r->clocksource[0] && strcmp(r->clocksource, "tsc") != 0)
 		say(r, "the kernel's clocksource is %s, not tsc", r->clocksource);
 }
 

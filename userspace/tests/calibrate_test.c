@@ -58,7 +58,9 @@ static uint64_t sim_ns(void *ctx)
 
 static double error_ppm(const struct tsc_freq *f, uint64_t hz_milli)
 {
-	return ((double)f->num / (double)f->den - hz_milli / 1e3) / (hz_milli / 1e3) * 1e6;
+	double hz = (double)hz_milli / 1e3;
+
+	return ((double)f->num / (double)f->den - hz) / hz * 1e6;
 }
 
 static void calibrate(struct __test_metadata *_metadata, uint64_t hz_milli,

@@ -11,13 +11,14 @@
 #include "kselftest_harness.h"
 #include "tsc.h"
 
-/* A fake sysfs root holding 'khz' (0: no file). */
-static void fake_root(struct __test_metadata *_metadata, char *dir, uint64_t khz)
+/* A fake sysfs root holding 'khz' (0: no file), its name into dir[size]. */
+static void fake_root(struct __test_metadata *_metadata, char *dir, size_t size,
+		      uint64_t khz)
 {
 	char path[256];
 	FILE *f;
 
-	strcpy(dir, "/tmp/libtsc-freq.XXXXXX");
+	ASSERT_GT(size, (size_t)snprintf(dir, size, "/tmp/libtsc-freq.XXXXXX"));
 	ASSERT_NE(NULL, mkdtemp(dir));
 	snprintf(path, sizeof(path), "mkdir -p %s/devices/system/cpu/cpu0", dir);
 	ASSERT_EQ(0, system(path));
@@ -27,7 +28,7 @@ static void fake_root(struct __test_metadata *_metadata, char *dir, uint64_t khz
 	f = fopen(path, "w");
 	ASSERT_NE(NULL, f);
 	fprintf(f, "%llu\n", (unsigned long long)khz);
-	fclose(f);
+	ASSERT_EQ(0, fclose(f));
 }
 
 static void remove_root(const char *dir)
@@ -45,7 +46,7 @@ TEST(sysfs_wins_when_present)
 	struct tsc_freq f;
 	TSC_OPTS(o, .sysfs_root = dir);
 
-	fake_root(_metadata, dir, 2600002);
+	fake_root(_metadata, dir, sizeof(dir), 2600002);
 	ASSERT_EQ(0, tsc_freq_get(&f, &o)) TH_LOG("%s", tsc_last_error());
 	EXPECT_EQ(TSC_SOURCE_SYSFS, f.source);
 	EXPECT_EQ(2600002000u, f.num / f.den);
@@ -60,7 +61,7 @@ TEST(falls_back_and_says_why)
 	struct tsc_freq f;
 	TSC_OPTS(o, .sysfs_root = dir, .calibrate_max_ms = 50);
 
-	fake_root(_metadata, dir, 0);
+	fake_root(_metadata, dir, sizeof(dir), 0);
 	ASSERT_EQ(0, tsc_freq_get(&f, &o)) TH_LOG("%s", tsc_last_error());
 	TH_LOG("%s: %s", tsc_source_name(f.source), f.detail);
 	EXPECT_NE(TSC_SOURCE_SYSFS, f.source);
@@ -76,7 +77,7 @@ TEST(bad_file_is_skipped)
 	struct tsc_freq f;
 	TSC_OPTS(o, .sysfs_root = dir, .calibrate_max_ms = 50);
 
-	fake_root(_metadata, dir, 999);	/* 999 kHz: below 1 MHz */
+	fake_root(_metadata, dir, sizeof(dir), 999);	/* 999 kHz: below 1 MHz */
 	ASSERT_EQ(0, tsc_freq_get(&f, &o));
 	EXPECT_NE(TSC_SOURCE_SYSFS, f.source);
 	EXPECT_NE(NULL, strstr(f.detail, "not within"));
@@ -89,7 +90,7 @@ TEST(forced_source_alone)
 	struct tsc_freq f;
 	TSC_OPTS(o, .sysfs_root = dir, .source = TSC_SOURCE_SYSFS);
 
-	fake_root(_metadata, dir, 0);
+	fake_root(_metadata, dir, sizeof(dir), 0);
 	EXPECT_EQ(-ENOENT, tsc_freq_get(&f, &o));
 	EXPECT_NE(NULL, strstr(tsc_last_error(), "module loaded?"));
 	o.source = TSC_SOURCE_CALIBRATION;
@@ -111,7 +112,7 @@ TEST(verify)
 	char dir[64];
 
 	ASSERT_EQ(0, tsc_freq_calibrate(&cal, 0.1, 1000));
-	fake_root(_metadata, dir, (cal.num / cal.den + 500) / 1000);
+	fake_root(_metadata, dir, sizeof(dir), (cal.num / cal.den + 500) / 1000);
 	{
 		TSC_OPTS(o, .sysfs_root = dir, .verify = true);
 
@@ -120,7 +121,7 @@ TEST(verify)
 	}
 	remove_root(dir);
 
-	fake_root(_metadata, dir, (uint64_t)(cal.hz * 1.001 / 1000));
+	fake_root(_metadata, dir, sizeof(dir), (uint64_t)(cal.hz * 1.001 / 1000));
 	{
 		TSC_OPTS(o, .sysfs_root = dir, .verify = true);
 

@@ -8,7 +8,9 @@
  *
  * Usage: jitter_inject CPU COUNT SPIN_US PERIOD_MS DELAY_MS LOG
  */
-#define _GNU_SOURCE
+/* The feature-test macro: reserved, for exactly this. */
+#define _GNU_SOURCE	/* NOLINT(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +21,7 @@ static long long now_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static void sleep_ms(long ms)
@@ -29,37 +31,59 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* A whole number from 0 to max, or -1. */
+static long number(const char *s, long max)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	return errno || end == s || *end || v < 0 || v > max ? -1 : v;
+}
+
 int main(int argc, char **argv)
 {
 	struct sched_param prio = { .sched_priority = 50 };
+	long cpu, count, spin, period, delay;
 	long long *spans;
 	cpu_set_t set;
-	long count, spin;
 	FILE *log;
+	int ret = 1;
 
-	if (argc != 7) {
+	if (argc == 7) {
+		cpu = number(argv[1], CPU_SETSIZE - 1);
+		count = number(argv[2], 1000000);
+		spin = number(argv[3], 1000000000);
+		period = number(argv[4], 1000000);
+		delay = number(argv[5], 1000000);
+	}
+	if (argc != 7 || cpu < 0 || count < 0 || spin < 0 || period < 0 || delay < 0) {
 		fprintf(stderr, "usage: jitter_inject CPU COUNT SPIN_US PERIOD_MS DELAY_MS LOG\n");
 		return 2;
 	}
+	spin *= 1000;
 	CPU_ZERO(&set);
-	CPU_SET(atoi(argv[1]), &set);
-	count = atol(argv[2]);
-	spin = atol(argv[3]) * 1000;
+	CPU_SET(cpu, &set);
 	spans = calloc(2 * (size_t)count, sizeof(*spans));
 	log = fopen(argv[6], "w");
 	if (!spans || !log) {
 		perror("jitter_inject");
+		free(spans);
+		if (log)
+			(void)fclose(log);	/* nothing written to lose */
 		return 1;
 	}
 	if (sched_setaffinity(0, sizeof(set), &set)) {
 		perror("jitter_inject: sched_setaffinity");
-		return 1;
+		goto out;
 	}
 	if (sched_setscheduler(0, SCHED_FIFO, &prio)) {
 		perror("jitter_inject: SCHED_FIFO");
-		return 4;
+		ret = 4;
+		goto out;
 	}
-	sleep_ms(atol(argv[5]));
+	sleep_ms(delay);
 	for (long i = 0; i < count; i++) {
 		long long t0 = now_ns(), t1;
 
@@ -67,10 +91,15 @@ int main(int argc, char **argv)
 			;
 		spans[2 * i] = t0;
 		spans[2 * i + 1] = t1;
-		sleep_ms(atol(argv[4]));
+		sleep_ms(period);
 	}
 	/* Written at the end: no I/O while the CPU is ours. */
 	for (long i = 0; i < count; i++)
 		fprintf(log, "%lld %lld\n", spans[2 * i], spans[2 * i + 1]);
-	return fclose(log) ? 1 : 0;
+	ret = 0;
+out:
+	free(spans);
+	if (fclose(log) && !ret)
+		ret = 1;
+	return ret;
 }

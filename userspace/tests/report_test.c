@@ -109,7 +109,7 @@ static void put(struct __test_metadata *_metadata, const char *dir,
 	f = fopen(path, "w");
 	ASSERT_NE(NULL, f);
 	fputs(content, f);
-	fclose(f);
+	ASSERT_EQ(0, fclose(f));
 }
 
 FIXTURE_SETUP(module)
@@ -233,7 +233,7 @@ TEST_F(module, bad_files_are_refused)
 		f = fopen(path, "r");
 		ASSERT_NE(NULL, f);
 		ASSERT_NE(NULL, fgets(good, sizeof(good), f));
-		fclose(f);
+		ASSERT_EQ(0, fclose(f));
 		put(_metadata, self->dir, bad[i][0], bad[i][1]);
 		EXPECT_GT(0, tsc_report_get(&r, &o)) TH_LOG("%s: '%s'", bad[i][0], bad[i][1]);
 		TH_LOG("%s", tsc_last_error());

@@ -51,7 +51,7 @@ static void put(struct __test_metadata *_metadata, const char *path,
 
 	ASSERT_NE(NULL, f);
 	ASSERT_EQ(len, fwrite(data, 1, len, f));
-	fclose(f);
+	ASSERT_EQ(0, fclose(f));
 }
 
 TEST_F(root, good_values)

@@ -80,7 +80,6 @@ int cli_parse_cpus(const char *s, const cpu_set_t *allowed, cpu_set_t *set,
 
 int cli_pick_cpu(const char *tool, const char *arg, cpu_set_t *allowed, int *cpu)
 {
-	char list[256];
 	uint64_t c;
 
 	if (sched_getaffinity(0, sizeof(*allowed), allowed)) {
@@ -98,6 +97,8 @@ int cli_pick_cpu(const char *tool, const char *arg, cpu_set_t *allowed, int *cpu
 		return -1;
 	}
 	if (!CPU_ISSET(c, allowed)) {
+		char list[256];
+
 		cli_format_cpus(allowed, list, sizeof(list));
 		fprintf(stderr, "%s: cpu%llu is offline or not in this process's affinity mask (%s)\n",
 			tool, (unsigned long long)c, list);

@@ -193,6 +193,8 @@ int main(int argc, char **argv)
 
 		if (!t || !ratio) {
 			fprintf(stderr, "tsc-coreclock: out of memory\n");
+			free(t);
+			free(ratio);
 			return EXIT_FAIL;
 		}
 		/* Variants take turns within each repetition: noise hits all alike. */

@@ -81,17 +81,32 @@ static struct result measure(uint64_t ticks, unsigned int runs)
 {
 	uint64_t n[MAX_RUNS];
 
+	if (runs < 1 || runs > MAX_RUNS)	/* --runs keeps it within */
+		return (struct result){ 0 };
 	for (unsigned int r = 0; r < runs; r++)
 		n[r] = count_for(ticks);
 	qsort(n, runs, sizeof(n[0]), cmp_u64);
 	return (struct result){ n[runs / 2], n[0], n[runs - 1] };
 }
 
-/* The command with every "{}" replaced by value (NULL: as it is). */
+static void free_argv(char **argv)
+{
+	for (char **a = argv; a && *a; a++)
+		free(*a);
+	free(argv);
+}
+
+/*
+ * The command with the first "{}" of each argument replaced by value
+ * (NULL: as it is); NULL if out of memory, or if there is no command.
+ */
 static char **expand(char **cmd, int argc, const char *value)
 {
-	char **out = calloc((size_t)argc + 1, sizeof(*out));
+	char **out;
 
+	if (argc < 1)
+		return NULL;
+	out = calloc((size_t)argc + 1, sizeof(*out));
 	for (int i = 0; out && i < argc; i++) {
 		const char *at = value ? strstr(cmd[i], "{}") : NULL;
 
@@ -99,6 +114,10 @@ static char **expand(char **cmd, int argc, const char *value)
 			out[i] = strdup(cmd[i]);
 		} else if ((out[i] = malloc(strlen(cmd[i]) + strlen(value) + 1))) {
 			sprintf(out[i], "%.*s%s%s", (int)(at - cmd[i]), cmd[i], value, at + 2);
+		}
+		if (!out[i]) {
+			free_argv(out);
+			out = NULL;
 		}
 	}
 	return out;
@@ -232,20 +251,30 @@ int main(int argc, char **argv)
 	}
 	before = measure(ticks, (unsigned int)runs);
 	for (int v = 0; v < (sweep ? nvalues : ncmd ? 1 : 0); v++) {
-		char **cmd = expand(argv + optind, ncmd, sweep ? values[v] : NULL);
 		struct timespec settle = { 0, 200000000 };
+		char **cmd;
 		int status;
 		pid_t pid;
 
+		/* The command may run anywhere; the counting, only on cpu. */
+		if (sched_setaffinity(0, sizeof(allowed), &allowed)) {
+			perror("tsc-interference: sched_setaffinity");
+			return EXIT_FAIL;
+		}
+		cmd = expand(argv + optind, ncmd, sweep ? values[v] : NULL);
 		if (!cmd) {
 			fprintf(stderr, "tsc-interference: out of memory\n");
 			return EXIT_FAIL;
 		}
-		sched_setaffinity(0, sizeof(allowed), &allowed);
 		pid = start(cmd);
-		sched_setaffinity(0, sizeof(one), &one);
-		if (pid < 0) {
+		if (pid < 0)
 			perror("tsc-interference: fork");
+		free_argv(cmd);
+		if (pid < 0)
+			return EXIT_FAIL;
+		if (sched_setaffinity(0, sizeof(one), &one)) {
+			perror("tsc-interference: sched_setaffinity");
+			stop(pid);
 			return EXIT_FAIL;
 		}
 		nanosleep(&settle, NULL);	/* let it get going */

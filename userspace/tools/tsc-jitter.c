@@ -222,7 +222,7 @@ int main(int argc, char **argv)
 	struct tsc_clock clk;
 	atomic_bool go = false;
 	sem_t refill;
-	int opt, n = 0, err;
+	int opt, n = 0;
 	FILE *out = NULL;
 
 	while ((opt = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
@@ -290,6 +290,7 @@ int main(int argc, char **argv)
 	sp = calloc((size_t)CPU_COUNT(&set), sizeof(*sp));
 	if (!sp || sem_init(&refill, 0, 0)) {
 		fprintf(stderr, "tsc-jitter: out of memory\n");
+		free(sp);
 		return EXIT_FAIL;
 	}
 	for (int c = 0; c < CPU_SETSIZE; c++) {
@@ -309,26 +310,32 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++) {
 		pthread_attr_t attr;
 		cpu_set_t one;
+		int err;
 
 		CPU_ZERO(&one);
 		CPU_SET(sp[i].cpu, &one);
 		pthread_attr_init(&attr);
-		pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
-		if (fifo) {
+		/* A spinner not pinned, or not at the priority asked, would mislead. */
+		err = pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
+		if (!err && fifo) {
 			struct sched_param prio = { .sched_priority = (int)fifo };
 
-			pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
-			pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
-			pthread_attr_setschedparam(&attr, &prio);
+			err = pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+			if (!err)
+				err = pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
+			if (!err)
+				err = pthread_attr_setschedparam(&attr, &prio);
 		}
-		err = pthread_create(&sp[i].thread, &attr, spin, &sp[i]);
+		if (!err)
+			err = pthread_create(&sp[i].thread, &attr, spin, &sp[i]);
 		if (err == EPERM && fifo) {
 			/* No privilege for SCHED_FIFO: say so, go on without. */
 			snprintf(warnings + strlen(warnings), sizeof(warnings) - strlen(warnings),
 				 "%sSCHED_FIFO refused on cpu%d (EPERM): ran at normal priority",
 				 warnings[0] ? "; " : "", sp[i].cpu);
-			pthread_attr_setinheritsched(&attr, PTHREAD_INHERIT_SCHED);
-			err = pthread_create(&sp[i].thread, &attr, spin, &sp[i]);
+			err = pthread_attr_setinheritsched(&attr, PTHREAD_INHERIT_SCHED);
+			if (!err)
+				err = pthread_create(&sp[i].thread, &attr, spin, &sp[i]);
 		}
 		pthread_attr_destroy(&attr);
 		if (err) {
@@ -354,8 +361,9 @@ int main(int argc, char **argv)
 			       tsc_ns_to_ticks(&clk.conv, (uint64_t)(runtime * 1e9));
 
 		CPU_XOR(&rest, &allowed, &set);
+		/* Best effort: where it fails, the main thread stays put. */
 		if (CPU_COUNT(&rest))
-			sched_setaffinity(0, sizeof(rest), &rest);
+			(void)sched_setaffinity(0, sizeof(rest), &rest);
 		for (int i = 0; i < n; i++)
 			sp[i].end = end;
 		clock_gettime(CLOCK_MONOTONIC, &until);
@@ -372,22 +380,21 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		pthread_join(sp[i].thread, NULL);
 
-	if (json)
+	if (json) {
 		printf("{\n  \"schema_version\": 1,\n  \"frequency_hz\": %.3f, \"frequency_source\": \"%s\",\n"
 		       "  \"runtime_s\": %.3f, \"threshold_ns\": %llu,\n  \"warnings\": ",
 		       clk.freq.hz, tsc_source_name(clk.freq.source), runtime,
 		       (unsigned long long)threshold_ns);
-	if (json)
 		cli_json_str(stdout, warnings);
-	if (json)
 		printf(",\n  \"cpus\": [");
-	else
+	} else {
 		printf("TSC at %.3f Hz (%s); %.3f s per CPU; gaps over %llu ns\n"
 		       "%5s %8s %8s %8s %8s %8s %8s %8s %9s %9s %9s %11s %7s\n",
 		       clk.freq.hz, tsc_source_name(clk.freq.source), runtime,
 		       (unsigned long long)threshold_ns, "cpu", "events", "per s", "min",
 		       "p50", "mean", "p90", "p99", "p99.9", "p99.99", "max", "stolen ns",
 		       "stolen%");
+	}
 	/* Once per CPU: the table and the histograms both read them. */
 	stats = calloc((size_t)n, sizeof(*stats));
 	for (int i = 0; i < n; i++) {
