@@ -10,15 +10,6 @@
 #include "kselftest_harness.h"
 #include "tscfk_test.h"
 
-static int set_online(int cpu, bool on)
-{
-	char path[128];
-	ssize_t n = write_file(cpu_path(path, sizeof(path), cpu, "online"),
-			       on ? "1" : "0", 1);
-
-	return n < 0 ? (int)n : 0;
-}
-
 /* The highest CPU that can go offline and is not the reference. */
 static int pick_victim(int ref)
 {
@@ -103,12 +94,15 @@ static void *trigger_loop(void *arg)
 /*
  * CPUs going away and coming back while measurements run back to back:
  * nothing hangs (each step has a deadline), no write fails, and once the
- * churn stops every online CPU is measured again.
+ * churn stops every online CPU is measured again.  The churn goes round
+ * every CPU that can go offline except the reference, one at a time.
  */
+#define CHURN 30
+
 TEST(offline_online_during_remeasure)
 {
 	struct trigger_loop t = { .stop = false };
-	int cpus[MAX_CPUS], n, victim;
+	int cpus[MAX_CPUS], n, ref, victims[MAX_CPUS], nvictims = 0;
 	uint64_t start = now_ns(CLOCK_MONOTONIC);
 	pthread_t thread;
 	char path[128], buf[32];
@@ -116,19 +110,26 @@ TEST(offline_online_during_remeasure)
 	REQUIRE_MODULE();
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(return, "one CPU online: nothing to unplug");
-	victim = pick_victim((int)READ_S64(TSC_DIR "/reference_cpu"));
-	if (victim < 0)
+	ref = (int)READ_S64(TSC_DIR "/reference_cpu");
+	n = list_cpus(cpus, MAX_CPUS);
+	for (int i = 0; i < n; i++)
+		if (cpus[i] != ref && cpu_is_online(cpus[i]) &&
+		    access(cpu_path(path, sizeof(path), cpus[i], "online"), W_OK) == 0)
+			victims[nvictims++] = cpus[i];
+	if (nvictims == 0)
 		SKIP(return, "no CPU other than the reference can go offline");
 
 	ASSERT_EQ(0, pthread_create(&thread, NULL, trigger_loop, &t));
-	for (int i = 0; i < 10; i++) {
-		EXPECT_EQ(0, set_online(victim, false));
-		EXPECT_EQ(0, set_online(victim, true));
+	for (int i = 0; i < CHURN; i++) {
+		int victim = victims[i % nvictims];
+
+		EXPECT_EQ(0, set_online(victim, false)) TH_LOG("cpu%d", victim);
+		EXPECT_EQ(0, set_online(victim, true)) TH_LOG("cpu%d", victim);
 	}
 	atomic_store(&t.stop, true);
 	pthread_join(thread, NULL);
-	TH_LOG("10 offline/online cycles of cpu%d during %lu measurements, %.1f s",
-	       victim, t.runs, (now_ns(CLOCK_MONOTONIC) - start) / 1e9);
+	TH_LOG("%d offline/online cycles over %d CPUs during %lu measurements, %.1f s",
+	       CHURN, nvictims, t.runs, (now_ns(CLOCK_MONOTONIC) - start) / 1e9);
 	EXPECT_EQ(0u, t.errors);
 	EXPECT_LT(0u, t.runs);
 

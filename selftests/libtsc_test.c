@@ -6,7 +6,9 @@
  * module loaded and once without (run_tests.sh does): each run tests the
  * case it finds and skips the other.
  */
+#include <grp.h>
 #include <math.h>
+#include <sys/wait.h>
 
 #include "kselftest_harness.h"
 #include "tscfk_test.h"
@@ -95,6 +97,44 @@ TEST(report_takes_the_module_offsets)
 	}
 	EXPECT_EQ(r.invariant_tsc && r.kernel_unstable == 0 && r.monotonic, r.trustworthy);
 	tsc_report_free(&r);
+}
+
+/*
+ * Reading needs no privilege: as nobody, the library still takes the
+ * module's value and offsets (every readable file is 0444).  Run in a
+ * child, which can drop root for good.
+ */
+TEST(unprivileged_reader_gets_everything)
+{
+	uint64_t khz;
+	int status;
+	pid_t pid;
+
+	if (access(TSC_DIR, F_OK))
+		SKIP(return, "module not loaded (the other run tests that case)");
+	if (geteuid() != 0)
+		SKIP(return, "already unprivileged: the other tests cover it");
+	khz = READ_U64(FREQ_FILE);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct tsc_report r;
+		struct tsc_freq f;
+
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(10);
+		if (tsc_freq_get(&f, NULL) || f.source != TSC_SOURCE_SYSFS ||
+		    f.num != khz * 1000 || f.den != 1)
+			_exit(11);
+		if (tsc_report_get(&r, NULL) || r.offsets_source != TSC_OFFSETS_MODULE)
+			_exit(12);
+		tsc_report_free(&r);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	/* 10: could not drop root; 11: the frequency; 12: the report */
+	EXPECT_EQ(0, WEXITSTATUS(status));
 }
 
 /*

@@ -7,68 +7,9 @@
  * unloaded.
  * $TSCFK_CYCLES sets the number of cycles (default 200).
  */
-#include <sys/syscall.h>
-
 #include "kselftest_harness.h"
 #include "tscfk_test.h"
-
-static int load(const char *params)
-{
-	const char *ko = getenv("TSCFK_KO");
-	int fd, ret;
-
-	if (!ko)
-		return -ENOENT;
-	fd = open(ko, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ret = syscall(SYS_finit_module, fd, params, 0) ? -errno : 0;
-	close(fd);
-	return ret;
-}
-
-static int unload(void)
-{
-	return syscall(SYS_delete_module, "tsc_freq_khz", O_NONBLOCK) ? -errno : 0;
-}
-
-/* Nothing of the module may remain once it is gone. */
-static void expect_no_files(struct __test_metadata *_metadata)
-{
-	int cpus[MAX_CPUS], n = list_cpus(cpus, MAX_CPUS);
-	char path[128];
-
-	EXPECT_NE(0, access(MODULE_DIR, F_OK));
-	EXPECT_NE(0, access(TSC_DIR, F_OK));
-	EXPECT_NE(0, access(FREQ_FILE, F_OK));
-	for (int i = 0; i < n; i++) {
-		EXPECT_NE(0, access(cpu_path(path, sizeof(path), cpus[i], "tsc"), F_OK))
-			TH_LOG("cpu%d/tsc left behind", cpus[i]);
-	}
-}
-
-FIXTURE(module) {};
-
-FIXTURE_SETUP(module)
-{
-	const char *ko = getenv("TSCFK_KO");
-
-	if (!ko || access(ko, R_OK))
-		SKIP(return, "set TSCFK_KO to the module to load");
-	if (geteuid() != 0)
-		SKIP(return, "loading modules needs root");
-	if (access(MODULE_DIR, F_OK) == 0)
-		ASSERT_EQ(0, unload()) TH_LOG("the module was loaded and will not go");
-	/* A patched kernel's own file would make the checks below wrong. */
-	if (access(FREQ_FILE, F_OK) == 0)
-		SKIP(return, "the kernel itself provides cpu0/tsc_freq_khz");
-}
-
-FIXTURE_TEARDOWN(module)
-{
-	if (access(MODULE_DIR, F_OK) == 0)
-		unload();
-}
+#include "module_fixture.h"
 
 /* Out of range, unparsable or unknown CPU: EINVAL, and a message. */
 TEST_F(module, bad_parameters)
@@ -97,7 +38,7 @@ TEST_F(module, bad_parameters)
 
 		ASSERT_LE(0, fd);
 		lseek(fd, 0, SEEK_END);	/* only what this load prints */
-		EXPECT_EQ(-EINVAL, load(bad[i].params)) TH_LOG("%s", bad[i].params);
+		EXPECT_EQ(-EINVAL, module_load(bad[i].params)) TH_LOG("%s", bad[i].params);
 		while ((n = read(fd, rec, sizeof(rec) - 1)) > 0) {
 			rec[n] = '\0';
 			said |= strstr(rec, bad[i].message) != NULL;
@@ -118,9 +59,9 @@ TEST_F(module, parameters_at_limits)
 	};
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-		ASSERT_EQ(0, load(good[i])) TH_LOG("%s", good[i]);
+		ASSERT_EQ(0, module_load(good[i])) TH_LOG("%s", good[i]);
 		EXPECT_EQ(0, access(FREQ_FILE, R_OK));
-		ASSERT_EQ(0, unload());
+		ASSERT_EQ(0, module_unload());
 		expect_no_files(_metadata);
 	}
 }
@@ -132,10 +73,10 @@ TEST_F(module, load_unload_cycles)
 	uint64_t start = now_ns(CLOCK_MONOTONIC);
 
 	for (int i = 0; i < cycles; i++) {
-		ASSERT_EQ(0, load("")) TH_LOG("cycle %d", i);
+		ASSERT_EQ(0, module_load("")) TH_LOG("cycle %d", i);
 		/* Loaded means measured: the files are complete at once. */
 		ASSERT_LE(1u, READ_U64(TSC_DIR "/generation"));
-		ASSERT_EQ(0, unload()) TH_LOG("cycle %d", i);
+		ASSERT_EQ(0, module_unload()) TH_LOG("cycle %d", i);
 	}
 	expect_no_files(_metadata);
 	TH_LOG("%d cycles, %.1f ms per load+unload", cycles,

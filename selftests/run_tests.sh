@@ -28,8 +28,8 @@ case $ko in
 *.xz) plain_ko=$tmp/tsc_freq_khz.ko; xz -dc "$ko" > "$plain_ko" ;;
 esac
 
-tests=(estimator_test unload lifecycle_test clients_test load sysfs_test
-       trigger_test hotplug_test libtsc_test tsc_report_test tsc_jitter_test
+tests=(estimator_test unload lifecycle_test stress_test scaling_test clients_test
+       load sysfs_test trigger_test hotplug_test libtsc_test tsc_report_test tsc_jitter_test
        tsc_coreclock_test tsc_interference_test unload libtsc_test
        tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
        kernel_file_test dmesg_clean)
@@ -90,7 +90,7 @@ for t in "${tests[@]}"; do
 		insmod "$ko"; st=$?
 		[ $st -eq 0 ] && ! loaded && st=1
 		result $st $t ;;
-	lifecycle_test)
+	lifecycle_test|stress_test|scaling_test)
 		run $t env TSCFK_KO="$plain_ko" "$bin/$t" ;;
 	clients_test)
 		run $t "$here/clients_test.sh" "$ko" "$bin" ;;
@@ -118,7 +118,7 @@ for t in "${tests[@]}"; do
 		# Everything the kernel said since we started; the module's own
 		# messages are summarised, counted, for the record.
 		log=$(dmesg | sed -n "/$mark/,\$p" | sed 's/^\[[^]]*\] //')
-		bad=$(grep -E 'WARNING:|BUG:|Oops|Call Trace|general protection|soft lockup|hard LOCKUP|rcu.*stall|refcount_t' <<< "$log")
+		bad=$(grep -E 'WARNING:|BUG:|Oops|Call Trace|general protection|soft lockup|hard LOCKUP|rcu.*(stall|Stall)|blocked for more than|refcount_t' <<< "$log")
 		echo "# selftests: tsc_freq_khz: $t"
 		grep 'tsc_freq_khz:' <<< "$log" | sort | uniq -c | sort -rn | head -5 | sed 's/^/# /'
 		if [ -z "$log" ]; then

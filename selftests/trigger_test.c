@@ -62,6 +62,45 @@ TEST(bad_writes_change_nothing)
 	EXPECT_EQ(when, READ_U64(TSC_DIR "/last_measured_ns"));
 }
 
+/*
+ * Writes of any length (up to three pages) and any bytes: each is refused
+ * with EINVAL, unless it happens to be "1" or "1\n", and only those measure.
+ * A fixed seed, so that a failure reproduces.
+ */
+TEST(random_writes)
+{
+	static unsigned char buf[3 * 4096];
+	unsigned int seed = 20261122;
+	int accepted = 0, refused = 0;
+	uint64_t gen;
+
+	REQUIRE_MODULE();
+	gen = READ_U64(TSC_DIR "/generation");
+	for (int i = 0; i < 300; i++) {
+		/* Short writes are where a parser slips: favour them. */
+		size_t len = 1 + rand_r(&seed) % (i % 2 ? 8 : sizeof(buf));
+		bool one = false;
+		ssize_t ret;
+
+		for (size_t b = 0; b < len; b++)
+			buf[b] = (unsigned char)rand_r(&seed);
+		if (i % 3 == 0)
+			buf[0] = '1';	/* a valid start, then junk */
+		one = (len == 1 && buf[0] == '1') ||
+		      (len == 2 && buf[0] == '1' && buf[1] == '\n');
+		ret = write_file(TRIGGER, buf, len);
+		if (one) {
+			EXPECT_EQ((ssize_t)len, ret);
+			accepted++;
+		} else {
+			EXPECT_EQ(-EINVAL, ret) TH_LOG("write %zu bytes", len);
+			refused++;
+		}
+	}
+	EXPECT_EQ(gen + accepted, READ_U64(TSC_DIR "/generation"));
+	TH_LOG("300 random writes: %d measured, %d refused", accepted, refused);
+}
+
 static void *trigger_once(void *arg)
 {
 	*(ssize_t *)arg = write_file(TRIGGER, "1", 1);
@@ -114,22 +153,6 @@ static const char *const files[] = {
 };
 #define CPU1_FILES 3
 
-/* What a valid read of 'path' may hold: a status word, or a number. */
-static bool well_formed(const char *path, int err, const char *buf)
-{
-	int64_t v;
-
-	if (strstr(path, "/status")) {
-		return !err && (!strcmp(buf, "reference\n") ||
-				!strcmp(buf, "measured\n") ||
-				!strcmp(buf, "unmeasured\n"));
-	}
-	/* An unmeasured CPU's numbers read as ENODATA. */
-	if (strstr(path, "/cpu") && err == -ENODATA)
-		return true;
-	return !err && read_s64(path, &v) != -EBADMSG;
-}
-
 static void *read_loop(void *arg)
 {
 	struct reader *r = arg;
@@ -141,7 +164,7 @@ static void *read_loop(void *arg)
 		int n = read_file(path, buf, sizeof(buf));
 
 		r->reads++;
-		if (!well_formed(path, n < 0 ? n : 0, buf)) {
+		if (!value_well_formed(path, n, buf)) {
 			r->bad++;
 			snprintf(r->last_bad, sizeof(r->last_bad), "%s: %s",
 				 path, n < 0 ? strerror(-n) : buf);

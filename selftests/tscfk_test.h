@@ -11,10 +11,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,13 +48,10 @@ static inline int read_file(const char *path, char *buf, size_t size)
  * A decimal integer, optionally negative, then exactly one newline: the
  * format every numeric file promises.  0 or -errno (-EBADMSG: malformed).
  */
-static inline int read_s64(const char *path, int64_t *val)
+static inline int parse_s64(const char *buf, int n, int64_t *val)
 {
-	char buf[64], *end;
-	int n = read_file(path, buf, sizeof(buf));
+	char *end;
 
-	if (n < 0)
-		return n;
 	if (n < 2 || buf[n - 1] != '\n' || !(buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9')))
 		return -EBADMSG;
 	errno = 0;
@@ -59,6 +59,14 @@ static inline int read_s64(const char *path, int64_t *val)
 	if (errno || end != buf + n - 1)
 		return -EBADMSG;
 	return 0;
+}
+
+static inline int read_s64(const char *path, int64_t *val)
+{
+	char buf[64];
+	int n = read_file(path, buf, sizeof(buf));
+
+	return n < 0 ? n : parse_s64(buf, n, val);
 }
 
 static inline int read_u64(const char *path, uint64_t *val)
@@ -208,6 +216,93 @@ static inline uint64_t kernel_khz_from_log(char *msg, size_t size)
 	if (sscanf(p, "%lu.%3lu MHz", &mhz, &frac) != 2)
 		return 0;
 	return mhz * 1000 + frac;
+}
+
+/*
+ * Whether one read of a module file ('n' bytes into 'buf', or -errno) is
+ * something the ABI allows: a status word, or one number and a newline; an
+ * unmeasured CPU's numbers read as ENODATA.
+ */
+static inline bool value_well_formed(const char *path, int n, const char *buf)
+{
+	int64_t v;
+
+	if (strstr(path, "/status")) {
+		return n > 0 && (!strcmp(buf, "reference\n") ||
+				 !strcmp(buf, "measured\n") ||
+				 !strcmp(buf, "unmeasured\n"));
+	}
+	if (strstr(path, "/cpu") && n == -ENODATA)
+		return true;
+	return n > 0 && parse_s64(buf, n, &v) == 0;
+}
+
+/*
+ * Every readable file of the module: cpu0/tsc_freq_khz, tsc/ and each
+ * cpuN/tsc/.  Fills paths (each PATH_MAX long); returns how many.
+ */
+static inline int module_files(char (*paths)[PATH_MAX], int max)
+{
+	int cpus[MAX_CPUS], ncpus = list_cpus(cpus, MAX_CPUS), n = 0;
+	char dir[PATH_MAX];
+
+	if (n < max && access(FREQ_FILE, R_OK) == 0)
+		snprintf(paths[n++], PATH_MAX, "%s", FREQ_FILE);
+	for (int i = -1; i < ncpus; i++) {
+		struct dirent *de;
+		struct stat st;
+		DIR *d;
+
+		if (i < 0)
+			snprintf(dir, sizeof(dir), "%s", TSC_DIR);
+		else
+			cpu_path(dir, sizeof(dir), cpus[i], "tsc");
+		d = opendir(dir);
+		if (!d)
+			continue;
+		while ((de = readdir(d)) && n < max) {
+			if (de->d_name[0] == '.')
+				continue;
+			if (snprintf(paths[n], PATH_MAX, "%s/%s", dir,
+				     de->d_name) >= PATH_MAX)
+				continue;
+			/* remeasure is write-only: nothing to read */
+			if (stat(paths[n], &st) == 0 && (st.st_mode & 0444))
+				n++;
+		}
+		closedir(d);
+	}
+	return n;
+}
+
+/* Load $TSCFK_KO (uncompressed) through finit_module(2): 0 or -errno. */
+static inline int module_load(const char *params)
+{
+	const char *ko = getenv("TSCFK_KO");
+	int fd, ret;
+
+	if (!ko)
+		return -ENOENT;
+	fd = open(ko, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = syscall(SYS_finit_module, fd, params, 0) ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+static inline int module_unload(void)
+{
+	return syscall(SYS_delete_module, "tsc_freq_khz", O_NONBLOCK) ? -errno : 0;
+}
+
+static inline int set_online(int cpu, bool on)
+{
+	char path[128];
+	ssize_t n = write_file(cpu_path(path, sizeof(path), cpu, "online"),
+			       on ? "1" : "0", 1);
+
+	return n < 0 ? (int)n : 0;
 }
 
 /* Skip the whole test program unless the module's files are there. */

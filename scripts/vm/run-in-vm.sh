@@ -8,7 +8,8 @@
 # back through qemu's isa-debug-exit device.
 #
 # Exit: the command's status; 124 on timeout; 125 if the guest died without
-# reporting or the kernel log shows a panic/BUG/Oops/WARNING; 130 on Ctrl-C.
+# reporting or the kernel log shows a panic/BUG/Oops/WARNING, a lockup, an RCU
+# stall or a hung task; 130 on Ctrl-C.
 # Concurrent runs of the same kernel and --smp need distinct --log files.
 set -euo pipefail
 
@@ -118,7 +119,8 @@ echo "run-in-vm: kernel $kernel smp $smp: boot $(if [[ -n $booted ]]; then secs 
 
 # Kernel trouble fails the run even if the command passed. Only lines with a
 # printk timestamp count, so a test printing "WARNING:" itself is not flagged.
-trouble=$(grep -E '\[ *[0-9]+\.[0-9]+\].*(Kernel panic|BUG:|Oops|WARNING:)' "$log" | head -n 20) || true
+trouble=$(grep -E '\[ *[0-9]+\.[0-9]+\].*(Kernel panic|BUG:|Oops|WARNING:|soft lockup|hard LOCKUP|rcu.*(stall|Stall)|blocked for more than)' \
+	"$log" | head -n 20) || true
 [[ -z $trouble ]] || printf 'run-in-vm: kernel log shows:\n%s\n' "$trouble" >&2
 [[ -z $interrupted ]] || { echo "run-in-vm: interrupted" >&2; exit 130; }
 # qemu exits with ((status << 1) | 1) & 0xff, so only 7 bits survive; the full

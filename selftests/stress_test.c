@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The module under stress, loaded and unloaded by the test itself: readers
+ * hammering every file while the module comes and goes, files held open
+ * across an unload, random parameters, and the IRQ-off bound at its
+ * limits.  Each leaves no file behind, and the runner's dmesg_clean then
+ * checks that the kernel said nothing bad (WARN, BUG, lockup, RCU stall).
+ * Environment as lifecycle_test: $TSCFK_KO, $TSCFK_CYCLES (default 200),
+ * and $TSCFK_OVERCOMMITTED in guests with more vCPUs than host CPUs.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+
+#include "kselftest_harness.h"
+#include "tscfk_test.h"
+#include "module_fixture.h"
+
+#define MAX_FILES	1024
+#define MAX_READERS	64
+
+static char files[MAX_FILES][PATH_MAX];
+static int nfiles;
+
+struct reader {
+	atomic_bool *stop;
+	unsigned int first;
+	unsigned long good, gone, bad;
+	char last_bad[PATH_MAX + 64];
+};
+
+/*
+ * A file of a module that comes and goes reads well, or is gone: ENOENT
+ * before open, ENODEV when it went between open and read.
+ */
+static void *hammer(void *arg)
+{
+	struct reader *r = arg;
+
+	/*
+	 * At nice 19: the readers take every moment the loader leaves, but
+	 * the loader is not made to queue behind them for the CPU.  What
+	 * is tested is the module under concurrent reads, not CFS.
+	 */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+
+	for (unsigned int i = r->first; !atomic_load(r->stop); i++) {
+		const char *path = files[i % nfiles];
+		char buf[64];
+		int n = read_file(path, buf, sizeof(buf));
+
+		if (n == -ENOENT || n == -ENODEV) {
+			r->gone++;
+		} else if (value_well_formed(path, n, buf)) {
+			r->good++;
+		} else {
+			r->bad++;
+			snprintf(r->last_bad, sizeof(r->last_bad), "%s: %s",
+				 path, n < 0 ? strerror(-n) : buf);
+		}
+	}
+	return NULL;
+}
+
+static int cycles(void)
+{
+	const char *env = getenv("TSCFK_CYCLES");
+
+	return env ? atoi(env) : 200;
+}
+
+/*
+ * Four readers per CPU, each through every file in turn, while the module
+ * is loaded and unloaded $TSCFK_CYCLES times.  Under TCG they make a cycle
+ * several times slower, hence the long timeout.
+ */
+TEST_F_TIMEOUT(module, readers_during_load_unload, 900)
+{
+	static struct reader readers[MAX_READERS];
+	pthread_t threads[MAX_READERS];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int n = cpus * 4 < MAX_READERS ? (int)cpus * 4 : MAX_READERS;
+	unsigned long good = 0, gone = 0;
+	uint64_t start = now_ns(CLOCK_MONOTONIC), load_ns = 0, unload_ns = 0;
+	atomic_bool stop = false;
+	int i;
+
+	/* The file list of a loaded module, read while it is loaded. */
+	ASSERT_EQ(0, module_load(""));
+	nfiles = module_files(files, MAX_FILES);
+	ASSERT_LT(0, nfiles);
+	for (i = 0; i < n; i++) {
+		readers[i] = (struct reader){ .stop = &stop, .first = i * 7 };
+		ASSERT_EQ(0, pthread_create(&threads[i], NULL, hammer, &readers[i]));
+	}
+	for (i = 0; i < cycles(); i++) {
+		uint64_t t0 = now_ns(CLOCK_MONOTONIC), t1;
+
+		if (i > 0)
+			ASSERT_EQ(0, module_load("")) TH_LOG("cycle %d", i);
+		t1 = now_ns(CLOCK_MONOTONIC);
+		load_ns += t1 - t0;
+		ASSERT_LE(1u, READ_U64(TSC_DIR "/generation"));
+		t0 = now_ns(CLOCK_MONOTONIC);
+		ASSERT_EQ(0, module_unload()) TH_LOG("cycle %d", i);
+		unload_ns += now_ns(CLOCK_MONOTONIC) - t0;
+	}
+	atomic_store(&stop, true);
+	for (i = 0; i < n; i++) {
+		pthread_join(threads[i], NULL);
+		good += readers[i].good;
+		gone += readers[i].gone;
+		EXPECT_EQ(0u, readers[i].bad) TH_LOG("reader %d: %s", i,
+						     readers[i].last_bad);
+	}
+	expect_no_files(_metadata);
+	TH_LOG("%d cycles, %d readers of %d files: %lu good reads, %lu of a file gone",
+	       cycles(), n, nfiles, good, gone);
+	TH_LOG("per cycle: %.1f ms, of which load %.1f ms, unload %.1f ms",
+	       (now_ns(CLOCK_MONOTONIC) - start) / 1e6 / (cycles() ? cycles() : 1),
+	       load_ns / 1e6 / (cycles() ? cycles() : 1),
+	       unload_ns / 1e6 / (cycles() ? cycles() : 1));
+	/* Both sides of the race were hit, or it was not a race. */
+	if (cycles() >= 20) {
+		EXPECT_LT(0u, good);
+		EXPECT_LT(0u, gone);
+	}
+}
+
+/*
+ * An open file pins nothing: unload succeeds, and the old descriptors read
+ * and write ENODEV, even once a new instance of the module has the same
+ * paths again.
+ */
+TEST_F(module, files_held_open_across_unload)
+{
+	static int fds[MAX_FILES];
+	char buf[64];
+	int trigger, i;
+
+	ASSERT_EQ(0, module_load(""));
+	nfiles = module_files(files, MAX_FILES);
+	ASSERT_LT(0, nfiles);
+	for (i = 0; i < nfiles; i++) {
+		int n;
+
+		fds[i] = open(files[i], O_RDONLY);
+		ASSERT_LE(0, fds[i]) TH_LOG("%s: %s", files[i], strerror(errno));
+		n = (int)pread(fds[i], buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = '\0';
+		EXPECT_TRUE(value_well_formed(files[i], n < 0 ? -errno : n, buf))
+			TH_LOG("%s: '%s'", files[i], buf);
+	}
+	trigger = open(TSC_DIR "/remeasure", O_WRONLY);
+	ASSERT_LE(0, trigger);
+
+	ASSERT_EQ(0, module_unload());
+	expect_no_files(_metadata);
+	for (i = 0; i < nfiles; i++) {
+		EXPECT_EQ(-1, pread(fds[i], buf, sizeof(buf), 0)) TH_LOG("%s", files[i]);
+		EXPECT_EQ(ENODEV, errno) TH_LOG("%s", files[i]);
+	}
+	EXPECT_EQ(-1, write(trigger, "1", 1));
+	EXPECT_EQ(ENODEV, errno);
+
+	ASSERT_EQ(0, module_load(""));
+	for (i = 0; i < nfiles; i++) {
+		int n = read_file(files[i], buf, sizeof(buf));
+
+		EXPECT_TRUE(value_well_formed(files[i], n, buf)) TH_LOG("%s", files[i]);
+		EXPECT_EQ(-1, pread(fds[i], buf, sizeof(buf), 0)) TH_LOG("%s", files[i]);
+		EXPECT_EQ(ENODEV, errno) TH_LOG("%s", files[i]);
+		close(fds[i]);
+	}
+	EXPECT_EQ(-1, write(trigger, "1", 1));
+	EXPECT_EQ(ENODEV, errno);
+	close(trigger);
+	ASSERT_EQ(0, module_unload());
+	expect_no_files(_metadata);
+}
+
+/* Each parameter's valid range, as the module documents it. */
+static const struct {
+	const char *name;
+	long long min, max;
+} ranges[] = {
+	{ "rounds", 8, 1000000 },
+	{ "irqoff_max_us", 5, 10000 },
+	{ "timeout_ms", 10, 60000 },
+	{ "reference_cpu", -1, MAX_CPUS },
+};
+
+/*
+ * Values a hostile or careless modprobe.d could hold.  No valid rounds here
+ * exceeds 10000, so that no load takes long (rounds=1000000 is
+ * lifecycle_test's, with a short timeout).
+ */
+static const char *const values[] = {
+	"", "0", "-0", "1", "-1", "-2", "4", "5", "7", "8", "9", "10", "11",
+	"100", "1000", "9999", "10000", "10001", "60001", "1000001",
+	"2147483647", "2147483648", "4294967295", "4294967296", "-2147483649",
+	"18446744073709551615", "18446744073709551616", "99999999999999999999999",
+	"0x10", "010", "+8", "1e3", "8.5", "abc", "8abc", "\"8\"", "8,9", "\"\"",
+	"%s%s%n", "'8'", "\\x38",
+};
+
+/*
+ * Random parameter strings (a fixed seed: failures reproduce): every load
+ * either fails with EINVAL or ERANGE, or succeeds with every parameter in
+ * its range and a complete measurement.
+ */
+TEST_F(module, random_parameters)
+{
+	const int loads = 100;
+	int loaded = 0, refused = 0;
+	unsigned int seed = 20261122;
+
+	for (int i = 0; i < loads; i++) {
+		char params[512] = "";
+		size_t len = 0;
+		int nparams = 1 + rand_r(&seed) % 3, ret;
+
+		for (int p = 0; p < nparams && len < sizeof(params); p++) {
+			const char *name = ranges[rand_r(&seed) % 4].name;
+			const char *val = values[rand_r(&seed) %
+						 (sizeof(values) / sizeof(values[0]))];
+
+			len += snprintf(params + len, sizeof(params) - len, "%s%s=%s",
+					p ? " " : "", name, val);
+		}
+		ret = module_load(params);
+		if (ret == -EINVAL || ret == -ERANGE) {
+			refused++;
+			expect_no_files(_metadata);
+			continue;
+		}
+		ASSERT_EQ(0, ret) TH_LOG("'%s': %s", params, strerror(-ret));
+		loaded++;
+		for (size_t r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
+			char path[128];
+			int64_t v;
+
+			snprintf(path, sizeof(path), MODULE_DIR "/parameters/%s",
+				 ranges[r].name);
+			v = READ_S64(path);
+			EXPECT_LE(ranges[r].min, v) TH_LOG("'%s': %s", params, path);
+			EXPECT_GE(ranges[r].max, v) TH_LOG("'%s': %s", params, path);
+		}
+		EXPECT_LE(1u, READ_U64(TSC_DIR "/generation")) TH_LOG("'%s'", params);
+		ASSERT_EQ(0, module_unload());
+	}
+	TH_LOG("%d random parameter strings: %d loaded, %d refused", loads,
+	       loaded, refused);
+	EXPECT_LT(0, loaded);
+	EXPECT_LT(0, refused);
+}
+
+/*
+ * The IRQ-off window bound holds at its limits and in between: the longest
+ * window over three measurements is within irqoff_max_us plus 1 ms (SMIs
+ * and the like), except in an overcommitted guest, where the host
+ * preempts vCPUs inside windows; there the figure is only logged.
+ */
+TEST_F(module, irqoff_bound_at_limits)
+{
+	static const int bounds[] = { 5, 100, 10000 };
+	const char *overcommitted = getenv("TSCFK_OVERCOMMITTED");
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "one CPU online: no IRQ-off windows to measure");
+	for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+		char params[64];
+		uint64_t longest = 0;
+
+		snprintf(params, sizeof(params), "irqoff_max_us=%d", bounds[i]);
+		ASSERT_EQ(0, module_load(params));
+		for (int m = 0; m < 3; m++) {
+			uint64_t ns;
+
+			if (m)
+				ASSERT_EQ(1, write_file(TSC_DIR "/remeasure", "1", 1));
+			ns = READ_U64(TSC_DIR "/max_irqoff_ns");
+			EXPECT_LT(0u, ns);
+			longest = ns > longest ? ns : longest;
+		}
+		TH_LOG("irqoff_max_us=%d: longest window %" PRIu64 " ns", bounds[i],
+		       longest);
+		if (!overcommitted)
+			EXPECT_GE((bounds[i] + 1000) * 1000ull, longest);
+		ASSERT_EQ(0, module_unload());
+	}
+	if (overcommitted)
+		TH_LOG("bound not asserted: %s", overcommitted);
+}
+
+TEST_HARNESS_MAIN
