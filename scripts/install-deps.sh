@@ -8,8 +8,12 @@
 set -eu
 
 # Kernels the module is built and tested against: Debian bookworm's 6.1 and
-# 6.12 (generic flavour), with the headers to build for them.
+# 6.12, generic flavour (booted in the guest), and the headers to build for
+# them.  check adds every other flavour: cloud and rt headers (built), and
+# the 6.12 rt image (booted too).
 kernels="linux-image-amd64 linux-headers-amd64 linux-image-6.12-amd64 linux-headers-6.12-amd64"
+flavours="linux-headers-cloud-amd64 linux-headers-rt-amd64 linux-headers-6.12-cloud-amd64
+	  linux-headers-6.12-rt-amd64 linux-image-6.12-rt-amd64"
 build="make gcc libc6-dev kmod xz-utils"
 guest="qemu-system-x86 busybox-static cpio"
 
@@ -21,9 +25,10 @@ run)
 		pkgs="$build linux-headers-$(uname -r)"
 	fi ;;
 check)
-	pkgs="$build $guest $kernels linux-source-6.1 dkms sparse perl
+	pkgs="$build $guest $kernels $flavours linux-source-6.1 dkms sparse perl
 	      clang-14 libclang-rt-14-dev libabsl-dev g++ pkg-config
-	      python3-jsonschema prometheus" ;;
+	      python3-jsonschema prometheus clang-tidy cppcheck gcovr
+	      debhelper dh-dkms" ;;
 *)
 	echo "usage: $0 run|check" >&2
 	exit 2 ;;
