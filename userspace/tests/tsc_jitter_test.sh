@@ -13,7 +13,7 @@ tool=${1:?usage: tsc_jitter_test.sh TOOL INJECTOR SCHEMA}
 inject=${2:?usage}
 schema=${3:?usage}
 
-ktap_plan 17
+ktap_plan 18
 "$tool" --help | grep -q '^Usage: tsc-jitter'
 ktap_check "--help prints the usage" test "${PIPESTATUS[0]}" = 0
 for args in "--cores 9-2" "--cores a" "--cores 4095" "--cores 0,,1" "--runtime -1" \
@@ -24,6 +24,15 @@ for args in "--cores 9-2" "--cores a" "--cores 4095" "--cores 0,,1" "--runtime -
 	ktap_check "'$args': exit 2 with a message, nothing run" \
 		test $st = 2 -a -s "$tmp/err" -a ! -e "$tmp/never"
 done
+
+# A dump path that is a symbolic link is refused: root writing to /tmp must
+# not be steered into another file.
+: > "$tmp/target"
+ln -s "$tmp/target" "$tmp/link"
+"$tool" --runtime 1 --dump "$tmp/link" > /dev/null 2> "$tmp/err"; st=$?
+echo "# --dump to a symlink: $(head -n 1 "$tmp/err")"
+ktap_check "--dump to a symbolic link: exit 2, the link's target untouched" \
+	test $st = 2 -a ! -s "$tmp/target" -a -L "$tmp/link"
 
 # The last CPU we may use; the injector takes it 10 times for 2 ms.
 cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')

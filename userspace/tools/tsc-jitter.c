@@ -17,6 +17,7 @@
  * Exit status: 0 done, 2 usage, 3 failure.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -131,6 +132,22 @@ struct stats {
 	uint64_t *ns;		/* every duration, sorted */
 };
 
+/* Everything the run allocated, so that a leak checker sees none. */
+static void free_run(struct spinner *sp, int n, struct stats *stats)
+{
+	for (int i = 0; sp && i < n; i++) {
+		for (struct chunk *c = sp[i].head, *next; c; c = next) {
+			next = c->next;
+			free(c);
+		}
+		free(atomic_load(&sp[i].spare));
+		if (stats)
+			free(stats[i].ns);
+	}
+	free(stats);
+	free(sp);
+}
+
 /* Nearest rank: the smallest value with at least q of them at or below. */
 static uint64_t rank(const struct stats *st, double q)
 {
@@ -222,7 +239,7 @@ int main(int argc, char **argv)
 	struct tsc_clock clk;
 	atomic_bool go = false;
 	sem_t refill;
-	int opt, n = 0;
+	int opt, n = 0, ret = 0;
 	FILE *out = NULL;
 
 	while ((opt = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
@@ -278,10 +295,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tsc-jitter: --cores: %s\n", why);
 		return EXIT_USAGE;
 	}
-	/* Everything that can fail before the run does so now. */
-	if (dump && !(out = fopen(dump, "w"))) {
-		fprintf(stderr, "tsc-jitter: --dump %s: %s\n", dump, strerror(errno));
-		return EXIT_USAGE;
+	/*
+	 * Everything that can fail before the run does so now.  The dump
+	 * is often asked for in /tmp, by root: a symbolic link planted
+	 * there must not turn it into a write to another file.
+	 */
+	if (dump) {
+		int fd = open(dump, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+		if (fd < 0 || !(out = fdopen(fd, "w"))) {
+			fprintf(stderr, "tsc-jitter: --dump %s: %s%s\n", dump, strerror(errno),
+				errno == ELOOP ? " (a symbolic link: refused)" : "");
+			if (fd >= 0)
+				close(fd);
+			return EXIT_USAGE;
+		}
 	}
 	if (tsc_clock_init(&clk, NULL)) {
 		fprintf(stderr, "tsc-jitter: %s\n", tsc_last_error());
@@ -450,8 +478,9 @@ int main(int argc, char **argv)
 						(unsigned long long)tsc_ticks_to_ns(&clk.conv, c->ev[k].ticks));
 		if (fclose(out)) {
 			fprintf(stderr, "tsc-jitter: --dump %s: %s\n", dump, strerror(errno));
-			return EXIT_FAIL;
+			ret = EXIT_FAIL;
 		}
 	}
-	return 0;
+	free_run(sp, n, stats);
+	return ret;
 }
