@@ -5,7 +5,7 @@
 # (writable, tag "work") at the same path inside it, then runs the command
 # file written by run-in-vm.sh in `chroot /host`, so that guest paths and
 # binaries are the host's. The exit status leaves through the isa-debug-exit
-# port 0xf4; qemu exits on that write, so no shutdown sequence is needed.
+# port 0x501; qemu exits on that write, so no shutdown sequence is needed.
 # Kernel command line: vmrun.repo=/abs/repo vmrun.cmd=repo-relative/file
 
 export PATH=/sbin:/bin:/usr/sbin:/usr/bin
@@ -68,5 +68,5 @@ echo "vmrun: command exited with status $status"
 # qemu exits with (byte << 1) | 1 on this write; run-in-vm.sh recovers the
 # 8th bit, lost in qemu's 8-bit exit code, from the line echoed above.
 # shellcheck disable=SC2059 # the format is the octal escape of the status byte
-printf "\\$(printf %o "$status")" | dd of=/dev/port bs=1 seek=244 count=1 conv=notrunc 2>/dev/null
+printf "\\$(printf %o "$status")" | dd of=/dev/port bs=1 seek=1281 count=1 conv=notrunc 2>/dev/null
 fail "isa-debug-exit port write did not stop qemu"
