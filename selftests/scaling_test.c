@@ -4,7 +4,7 @@
  * once against the reference, one after the other, and creates each CPU's
  * files once: the cost must grow linearly with the CPU count, not faster.
  * Takes the hot-pluggable CPUs offline, then brings them back one at a
- * time, timing five loads at each count; every CPU it took offline comes
+ * time, timing seven loads at each count; every CPU it took offline comes
  * back, whatever happens.  Needs root, $TSCFK_KO, and three CPUs for the
  * shape to mean anything.
  */
@@ -12,7 +12,7 @@
 #include "tscfk_test.h"
 #include "module_fixture.h"
 
-#define LOADS 5
+#define LOADS 7
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -21,8 +21,12 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The median time of LOADS loads, in ns; each load is unloaded again. */
-static uint64_t median_load_ns(struct __test_metadata *_metadata)
+/*
+ * The fastest of LOADS loads, in ns; each load is unloaded again.  The
+ * fastest, not the median: in a guest, the host's scheduling only ever
+ * adds time, in bursts that a median of a few loads still catches.
+ */
+static uint64_t fastest_load_ns(struct __test_metadata *_metadata)
 {
 	uint64_t t[LOADS];
 
@@ -34,7 +38,7 @@ static uint64_t median_load_ns(struct __test_metadata *_metadata)
 		ASSERT_EQ(0, module_unload());
 	}
 	qsort(t, LOADS, sizeof(t[0]), cmp_u64);
-	return t[LOADS / 2];
+	return t[0];
 }
 
 static bool can_go_offline(int cpu)
@@ -79,8 +83,8 @@ TEST_F(module, load_time_grows_linearly)
 		if (k > first)
 			ASSERT_EQ(0, set_online(hot[k - first - 1], true));
 		ASSERT_EQ(k, sysconf(_SC_NPROCESSORS_ONLN));
-		t[k] = median_load_ns(_metadata);
-		TH_LOG("%3d CPUs online: load %6.1f ms (median of %d)", k,
+		t[k] = fastest_load_ns(_metadata);
+		TH_LOG("%3d CPUs online: load %6.1f ms (fastest of %d)", k,
 		       t[k] / 1e6, LOADS);
 	}
 	/* Every CPU is back online: nothing is left for the teardown. */
