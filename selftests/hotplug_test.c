@@ -14,11 +14,9 @@
 static int pick_victim(int ref)
 {
 	int cpus[MAX_CPUS], n = list_cpus(cpus, MAX_CPUS);
-	char path[128];
 
 	for (int i = n - 1; i >= 0; i--)
-		if (cpus[i] != ref && cpu_is_online(cpus[i]) &&
-		    access(cpu_path(path, sizeof(path), cpus[i], "online"), W_OK) == 0)
+		if (cpus[i] != ref && cpu_is_online(cpus[i]) && cpu_can_go_offline(cpus[i]))
 			return cpus[i];
 	return -1;
 }
@@ -113,8 +111,7 @@ TEST(offline_online_during_remeasure)
 	ref = (int)READ_S64(TSC_DIR "/reference_cpu");
 	n = list_cpus(cpus, MAX_CPUS);
 	for (int i = 0; i < n; i++)
-		if (cpus[i] != ref && cpu_is_online(cpus[i]) &&
-		    access(cpu_path(path, sizeof(path), cpus[i], "online"), W_OK) == 0)
+		if (cpus[i] != ref && cpu_is_online(cpus[i]) && cpu_can_go_offline(cpus[i]))
 			victims[nvictims++] = cpus[i];
 	if (nvictims == 0)
 		SKIP(return, "no CPU other than the reference can go offline");

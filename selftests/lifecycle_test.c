@@ -68,8 +68,7 @@ TEST_F(module, parameters_at_limits)
 
 TEST_F(module, load_unload_cycles)
 {
-	const char *env = getenv("TSCFK_CYCLES");
-	int cycles = env ? atoi(env) : 200;
+	int cycles = load_cycles();
 	uint64_t start = now_ns(CLOCK_MONOTONIC);
 
 	for (int i = 0; i < cycles; i++) {

@@ -23,6 +23,14 @@ static inline void expect_no_files(struct __test_metadata *_metadata)
 	}
 }
 
+/* Load/unload cycles for the tests that repeat them: $TSCFK_CYCLES, or 200. */
+static inline int load_cycles(void)
+{
+	const char *env = getenv("TSCFK_CYCLES");
+
+	return env ? atoi(env) : 200;
+}
+
 /* CPUs a test took offline; the teardown brings them back, whatever happened. */
 static int offlined[MAX_CPUS], noffline;
 

@@ -64,13 +64,6 @@ static void *hammer(void *arg)
 	return NULL;
 }
 
-static int cycles(void)
-{
-	const char *env = getenv("TSCFK_CYCLES");
-
-	return env ? atoi(env) : 200;
-}
-
 /*
  * Four readers per CPU, each through every file in turn, while the module
  * is loaded and unloaded $TSCFK_CYCLES times.  Under TCG they make a cycle
@@ -111,7 +104,7 @@ TEST_F_TIMEOUT(module, readers_during_load_unload, 900)
 		readers[i] = (struct reader){ .stop = &stop, .first = i * 7 };
 		ASSERT_EQ(0, pthread_create(&threads[i], &attr, hammer, &readers[i]));
 	}
-	for (i = 0; i < cycles(); i++) {
+	for (i = 0; i < load_cycles(); i++) {
 		uint64_t t0 = now_ns(CLOCK_MONOTONIC), t1;
 
 		if (i > 0)
@@ -133,13 +126,13 @@ TEST_F_TIMEOUT(module, readers_during_load_unload, 900)
 	}
 	expect_no_files(_metadata);
 	TH_LOG("%d cycles, %d readers of %d files: %lu good reads, %lu of a file gone",
-	       cycles(), n, nfiles, good, gone);
+	       load_cycles(), n, nfiles, good, gone);
 	TH_LOG("per cycle: %.1f ms, of which load %.1f ms, unload %.1f ms",
-	       (now_ns(CLOCK_MONOTONIC) - start) / 1e6 / (cycles() ? cycles() : 1),
-	       load_ns / 1e6 / (cycles() ? cycles() : 1),
-	       unload_ns / 1e6 / (cycles() ? cycles() : 1));
+	       (now_ns(CLOCK_MONOTONIC) - start) / 1e6 / (load_cycles() ? load_cycles() : 1),
+	       load_ns / 1e6 / (load_cycles() ? load_cycles() : 1),
+	       unload_ns / 1e6 / (load_cycles() ? load_cycles() : 1));
 	/* Both sides of the race were hit, or it was not a race. */
-	if (cycles() >= 20) {
+	if (load_cycles() >= 20) {
 		EXPECT_LT(0u, good);
 		EXPECT_LT(0u, gone);
 	}

@@ -133,25 +133,13 @@ TEST(concurrent_triggers)
 
 struct reader {
 	atomic_bool *stop;
-	size_t nfiles;
 	unsigned long reads, bad;
 	char last_bad[256];
 };
 
-/*
- * Every file a reader looks at; the cpu1 ones last, so that a machine
- * without a cpu1 reads only the ones before them.
- */
-static const char *const files[] = {
-	FREQ_FILE, TSC_DIR "/unstable", TSC_DIR "/reference_cpu",
-	TSC_DIR "/generation", TSC_DIR "/last_measured_ns",
-	TSC_DIR "/max_irqoff_ns", TSC_DIR "/max_skew_ticks",
-	TSC_DIR "/monotonic", CPU_SYS "/cpu0/tsc/status",
-	CPU_SYS "/cpu0/tsc/offset_ticks", CPU_SYS "/cpu0/tsc/offset_min_ticks",
-	CPU_SYS "/cpu0/tsc/offset_max_ticks", CPU_SYS "/cpu1/tsc/offset_ticks",
-	CPU_SYS "/cpu1/tsc/status", CPU_SYS "/cpu1/tsc/rounds",
-};
-#define CPU1_FILES 3
+/* Every readable file of the module, listed once the test starts. */
+static char files[1024][PATH_MAX];
+static int nfiles;
 
 static void *read_loop(void *arg)
 {
@@ -159,7 +147,7 @@ static void *read_loop(void *arg)
 	unsigned int i = 0;
 
 	while (!atomic_load(r->stop)) {
-		const char *path = files[i++ % r->nfiles];
+		const char *path = files[i++ % nfiles];
 		char buf[64];
 		int n = read_file(path, buf, sizeof(buf));
 
@@ -179,13 +167,12 @@ TEST(readers_during_remeasure)
 	pthread_t threads[READERS];
 	atomic_bool stop = false;
 	unsigned long reads = 0;
-	size_t nfiles = sizeof(files) / sizeof(files[0]);
 
 	REQUIRE_MODULE();
-	if (access(CPU_SYS "/cpu1", F_OK))
-		nfiles -= CPU1_FILES;
+	nfiles = module_files(files, sizeof(files) / sizeof(files[0]));
+	ASSERT_LT(0, nfiles);
 	for (int i = 0; i < READERS; i++) {
-		readers[i] = (struct reader){ .stop = &stop, .nfiles = nfiles };
+		readers[i] = (struct reader){ .stop = &stop };
 		ASSERT_EQ(0, pthread_create(&threads[i], NULL, read_loop, &readers[i]));
 	}
 	for (int i = 0; i < 5; i++)
@@ -197,7 +184,8 @@ TEST(readers_during_remeasure)
 		EXPECT_EQ(0u, readers[i].bad) TH_LOG("reader %d: %s", i,
 						     readers[i].last_bad);
 	}
-	TH_LOG("%d readers, %lu reads during 5 measurements", READERS, reads);
+	TH_LOG("%d readers of %d files, %lu reads during 5 measurements", READERS,
+	       nfiles, reads);
 	EXPECT_LT((unsigned long)READERS, reads);
 }
 

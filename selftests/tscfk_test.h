@@ -132,6 +132,14 @@ static inline bool cpu_is_online(int cpu)
 	return buf[0] == '1';
 }
 
+/* A CPU with a writable 'online' file: root can take it offline. */
+static inline bool cpu_can_go_offline(int cpu)
+{
+	char path[128];
+
+	return access(cpu_path(path, sizeof(path), cpu, "online"), W_OK) == 0;
+}
+
 /* The CPU numbers that have a device, in order; returns how many. */
 static inline int list_cpus(int *cpus, int max)
 {
