@@ -2,13 +2,15 @@
 /*
  * The clock: tsc_now() follows CLOCK_MONOTONIC, tsc_now_realtime()
  * CLOCK_REALTIME, both flavours never go backwards in a thread, a reading
- * before the anchor does not wrap, and many threads read it at once.
+ * before the anchor does not wrap, many threads read it at once, and the
+ * fast path for 1 GHz and up says what the general one does.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "fake_sysfs.h"
 #include "kselftest_harness.h"
 #include "tsc.h"
 
@@ -127,6 +129,55 @@ TEST_F(clock, many_threads_at_once)
 		pthread_join(t[i], NULL);
 		EXPECT_EQ(0u, bad[i]);
 	}
+}
+
+/*
+ * The clocks take one path when a tick is under a ns and another when it
+ * is a whole ns or more: 600 MHz is an embedded AMD G-T16R's TSC, 999.999
+ * MHz the slowest with ns_int 1.  On either path every reading must lie
+ * between the conversions, by their definition, of ordered reads around
+ * it.  tsc_now()'s own read may pass the ordered one before it by a few
+ * cycles: 1 us of slack.  Taking the wrong path is off by whole seconds.
+ */
+static void readings_match_the_definition(struct __test_metadata *_metadata,
+					  uint64_t khz)
+{
+	struct tsc_clock c;
+	char dir[64];
+	TSC_OPTS(o, .source = TSC_SOURCE_SYSFS, .sysfs_root = dir);
+
+	fake_root(_metadata, dir, sizeof(dir), khz);
+	ASSERT_EQ(0, tsc_clock_init(&c, &o)) TH_LOG("%s", tsc_last_error());
+	remove_root(dir);
+	EXPECT_EQ(khz < 1000000 ? 1u : 0u, c.conv.ns_int);
+	for (int i = 0; i < 1000; i++) {
+		uint64_t t0 = tsc_rdtsc_ordered();
+		uint64_t now = tsc_now(&c), ordered = tsc_now_ordered(&c);
+		uint64_t real = tsc_now_realtime(&c);
+		uint64_t t1 = tsc_rdtsc_ordered();
+
+		ASSERT_LE(tsc_clock_ns(&c, t0), ordered);
+		ASSERT_GE(tsc_clock_ns(&c, t1), ordered);
+		ASSERT_LE(tsc_clock_ns(&c, t0) - 1000, now);
+		ASSERT_GE(tsc_clock_ns(&c, t1), now);
+		ASSERT_LE(tsc_ticks_to_ns(&c.conv, t0) - c.real_off - 1000, real);
+		ASSERT_GE(tsc_ticks_to_ns(&c.conv, t1) - c.real_off, real);
+	}
+}
+
+TEST(fast_path_at_2600_mhz)
+{
+	readings_match_the_definition(_metadata, 2600002);
+}
+
+TEST(whole_ns_path_at_600_mhz)
+{
+	readings_match_the_definition(_metadata, 600000);
+}
+
+TEST(whole_ns_path_just_below_1_ghz)
+{
+	readings_match_the_definition(_metadata, 999999);
 }
 
 TEST(init_errors)

@@ -8,37 +8,9 @@
 #include <math.h>
 #include <sys/stat.h>
 
+#include "fake_sysfs.h"
 #include "kselftest_harness.h"
 #include "tsc.h"
-
-/* A fake sysfs root holding 'khz' (0: no file), its name into dir[size]. */
-static void fake_root(struct __test_metadata *_metadata, char *dir, size_t size,
-		      uint64_t khz)
-{
-	char path[256];
-	FILE *f;
-
-	ASSERT_GT(size, (size_t)snprintf(dir, size, "/tmp/libtsc-freq.XXXXXX"));
-	ASSERT_NE(NULL, mkdtemp(dir));
-	snprintf(path, sizeof(path), "mkdir -p %s/devices/system/cpu/cpu0", dir);
-	ASSERT_EQ(0, system(path));
-	if (!khz)
-		return;
-	snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu0/tsc_freq_khz", dir);
-	f = fopen(path, "w");
-	ASSERT_NE(NULL, f);
-	fprintf(f, "%llu\n", (unsigned long long)khz);
-	ASSERT_EQ(0, fclose(f));
-}
-
-static void remove_root(const char *dir)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd))
-		fprintf(stderr, "could not remove %s\n", dir);
-}
 
 TEST(sysfs_wins_when_present)
 {

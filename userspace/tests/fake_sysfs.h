@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * A fake sysfs root for the unit tests: a temporary directory holding
+ * cpu0's directory and, if asked, a tsc_freq_khz file in it.
+ */
+#ifndef FAKE_SYSFS_H
+#define FAKE_SYSFS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kselftest_harness.h"
+
+/* A fake sysfs root holding 'khz' (0: no file), its name into dir[size]. */
+static inline void fake_root(struct __test_metadata *_metadata, char *dir,
+			     size_t size, uint64_t khz)
+{
+	char path[256];
+	FILE *f;
+
+	ASSERT_GT(size, (size_t)snprintf(dir, size, "/tmp/libtsc-freq.XXXXXX"));
+	ASSERT_NE(NULL, mkdtemp(dir));
+	snprintf(path, sizeof(path), "mkdir -p %s/devices/system/cpu/cpu0", dir);
+	ASSERT_EQ(0, system(path));
+	if (!khz)
+		return;
+	snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu0/tsc_freq_khz", dir);
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	fprintf(f, "%llu\n", (unsigned long long)khz);
+	ASSERT_EQ(0, fclose(f));
+}
+
+static inline void remove_root(const char *dir)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd))
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+#endif /* FAKE_SYSFS_H */
