@@ -85,7 +85,20 @@ static int from_source(struct tsc_freq *f, enum tsc_source source,
 	return tsc__fail(-EINVAL, "unknown source %d", (int)source);
 }
 
-/* Best first; each failure's reason is kept in the winner's detail. */
+/* Append a reason to the list of skipped sources, cutting what overflows. */
+static void note_skipped(char *skipped, size_t size, size_t *used, const char *why)
+{
+	*used += (size_t)snprintf(skipped + *used, size - *used, "%s%s",
+				  *used ? "; " : "", why);
+	if (*used >= size)
+		*used = size - 1;
+}
+
+/*
+ * Best first; each failure's reason is kept in the winner's detail.  The
+ * module's value is no better than 1% when the kernel may never have
+ * refined it: every other source goes first, and it is the last resort.
+ */
 static int best_source(struct tsc_freq *f, const struct opts *o)
 {
 	static const enum tsc_source order[] = {
@@ -93,25 +106,34 @@ static int best_source(struct tsc_freq *f, const struct opts *o)
 		TSC_SOURCE_CALIBRATION,
 	};
 	char skipped[sizeof(f->detail)] = "";
+	struct tsc_freq unrefined = { 0 };
 	size_t used = 0;
 	int err = -ENODATA;
 
 	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-		err = from_source(f, order[i], o);
-		if (!err) {
+		bool doubt = false;
+
+		if (order[i] == TSC_SOURCE_SYSFS)
+			err = tsc__freq_from_sysfs(f, o->sysfs_root, &doubt);
+		else
+			err = from_source(f, order[i], o);
+		if (!err && !doubt) {
 			if (used)
 				snprintf(f->detail + strlen(f->detail),
 					 sizeof(f->detail) - strlen(f->detail),
 					 "; skipped %s", skipped);
 			return 0;
 		}
-		used += (size_t)snprintf(skipped + used, used < sizeof(skipped) ?
-					 sizeof(skipped) - used : 0, "%s%s",
-					 used ? "; " : "", tsc_last_error());
-		if (used >= sizeof(skipped))
-			used = sizeof(skipped) - 1;
+		if (doubt)
+			unrefined = *f;
+		note_skipped(skipped, sizeof(skipped), &used, doubt ? f->detail : tsc_last_error());
 	}
-	return err;
+	if (unrefined.source == TSC_SOURCE_NONE)
+		return err;
+	*f = unrefined;
+	snprintf(f->detail + strlen(f->detail), sizeof(f->detail) - strlen(f->detail),
+		 "; nothing better: %s", strchr(skipped, ';') ? strchr(skipped, ';') + 2 : "");
+	return 0;
 }
 
 int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts)

@@ -7,6 +7,7 @@
 #ifndef TSC_INTERNAL_H
 #define TSC_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,14 @@
 int tsc__fail(int err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void tsc__clear_error(void);
+
+/*
+ * sources.c: tsc_freq_from_sysfs(), saying whether the value may be the
+ * kernel's unrefined boot estimate (the TSC marked unstable); then its
+ * precision is TSC__UNREFINED_PPM, the 1% the kernel itself allows it.
+ */
+#define TSC__UNREFINED_PPM	10000.0
+int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined);
 
 /* Fill f from num/den Hz; -ERANGE outside TSC_MIN_HZ..TSC_MAX_HZ. */
 int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,

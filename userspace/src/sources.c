@@ -12,16 +12,52 @@
 #include "internal.h"
 
 #define FREQ_FILE	"/devices/system/cpu/cpu0/tsc_freq_khz"
+#define UNSTABLE_FILE	"/devices/system/cpu/tsc/unstable"
 #define MAX_FILE	64	/* a kHz value and a newline need 21 bytes */
 
-int tsc_freq_from_sysfs(struct tsc_freq *f, const char *root)
+/*
+ * A second after boot the kernel refines its quick estimate of the TSC's
+ * rate against a better clock, unless it has marked the TSC unstable by
+ * then ("Don't bother refining TSC on unstable systems", tsc.c); and it
+ * keeps a refinement only within 1% of the estimate.  So when the module
+ * says the TSC is unstable, tsc_khz may be that estimate, good to 1% (seen:
+ * 2598022 kHz for a 2600002 kHz TSC, 762 ppm off, in a QEMU guest).  The
+ * file cannot say whether the marking came before the refinement or
+ * after; a reason to doubt is as good as the marking itself.
+ */
+static bool maybe_unrefined(const char *root, char *why, size_t size)
 {
 	char path[4096], buf[MAX_FILE + 1];
+	uint64_t unstable;
+	size_t len;
+	int err;
+
+	err = tsc__read_value(root, UNSTABLE_FILE, path, sizeof(path), buf, sizeof(buf), &len);
+	if (err == -ENOENT)
+		return false;	/* no module's verdict to go by */
+	if (!err)
+		err = tsc__parse_u64(buf, len, &unstable);
+	if (!err && unstable == 0)
+		return false;
+	if (err)
+		snprintf(why, size, "tsc/unstable unreadable: %s", tsc_last_error());
+	else if (unstable > 1)
+		snprintf(why, size, "tsc/unstable reads %llu, not 0 or 1",
+			 (unsigned long long)unstable);
+	else
+		snprintf(why, size, "the kernel marked the TSC unstable");
+	return true;
+}
+
+int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined)
+{
+	char path[4096], buf[MAX_FILE + 1], why[256];
 	uint64_t khz;
 	size_t len;
 	int err;
 
 	tsc__clear_error();
+	*unrefined = false;
 	err = tsc__read_value(root, FREQ_FILE, path, sizeof(path), buf, sizeof(buf), &len);
 	if (err == -ENOENT)
 		return tsc__fail(err, "%s (is the tsc_freq_khz module loaded?)", tsc_last_error());
@@ -38,7 +74,21 @@ int tsc_freq_from_sysfs(struct tsc_freq *f, const char *root)
 	/* Long roots are cut: detail is for people, the value is exact. */
 	snprintf(f->detail, sizeof(f->detail), "%.200s: %llu kHz", path,
 		 (unsigned long long)khz);
+	*unrefined = maybe_unrefined(root, why, sizeof(why));
+	if (*unrefined) {
+		f->precision_ppm = TSC__UNREFINED_PPM;
+		snprintf(f->detail, sizeof(f->detail),
+			 "%.100s: %llu kHz, maybe not refined (%.60s): good to 1%%",
+			 path, (unsigned long long)khz, why);
+	}
 	return 0;
+}
+
+int tsc_freq_from_sysfs(struct tsc_freq *f, const char *root)
+{
+	bool unrefined;
+
+	return tsc__freq_from_sysfs(f, root, &unrefined);
 }
 
 /*

@@ -56,6 +56,40 @@ TEST(bad_file_is_skipped)
 	remove_root(dir);
 }
 
+/*
+ * A value the kernel may never have refined (the module says the TSC is
+ * unstable) gives way to every other source, and says so; forced, it is
+ * used, stated good to 1%.
+ */
+TEST(unrefined_sysfs_is_the_last_resort)
+{
+	char dir[64], path[128];
+	struct tsc_freq f;
+	TSC_OPTS(o, .sysfs_root = dir);
+	TSC_OPTS(forced, .sysfs_root = dir, .source = TSC_SOURCE_SYSFS);
+	FILE *u;
+
+	fake_root(_metadata, dir, sizeof(dir), 2598022);
+	snprintf(path, sizeof(path), "%s/devices/system/cpu/tsc", dir);
+	ASSERT_EQ(0, mkdir(path, 0755));
+	snprintf(path, sizeof(path), "%s/devices/system/cpu/tsc/unstable", dir);
+	u = fopen(path, "w");
+	ASSERT_NE(NULL, u);
+	fputs("1\n", u);
+	ASSERT_EQ(0, fclose(u));
+
+	ASSERT_EQ(0, tsc_freq_get(&f, &o)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("%s: %s", tsc_source_name(f.source), f.detail);
+	EXPECT_NE(TSC_SOURCE_SYSFS, f.source);
+	EXPECT_NE(NULL, strstr(f.detail, "2598022 kHz, maybe not refined"));
+
+	ASSERT_EQ(0, tsc_freq_get(&f, &forced)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(TSC_SOURCE_SYSFS, f.source);
+	EXPECT_EQ(2598022000u, f.num);
+	EXPECT_EQ(10000.0, f.precision_ppm);
+	remove_root(dir);
+}
+
 TEST(forced_source_alone)
 {
 	char dir[64];

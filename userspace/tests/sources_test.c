@@ -104,6 +104,49 @@ TEST_F(root, bad_values)
 	EXPECT_EQ(TSC_SOURCE_NONE, f.source);	/* never filled in */
 }
 
+/*
+ * The module's tsc/unstable beside the value: 1 (or a file that cannot be
+ * read as 0 or 1) means the kernel may never have refined its estimate,
+ * which is then stated good to 1% and says why; 0 or no file, its step.
+ */
+TEST_F(root, unstable_tsc_means_unrefined)
+{
+	static const struct {
+		const char *content;	/* NULL: no file */
+		bool doubt;
+		const char *why;
+	} cases[] = {
+		{ NULL, false, "" }, { "0\n", false, "" },
+		{ "1\n", true, "the kernel marked the TSC unstable" },
+		{ "2\n", true, "tsc/unstable reads 2, not 0 or 1" },
+		{ "yes\n", true, "tsc/unstable unreadable" },
+		{ "", true, "tsc/unstable unreadable" },
+	};
+	char dir[160], unstable[192];
+	struct tsc_freq f;
+
+	snprintf(dir, sizeof(dir), "%s/devices/system/cpu/tsc", self->dir);
+	ASSERT_EQ(0, mkdir(dir, 0755));
+	snprintf(unstable, sizeof(unstable), "%s/unstable", dir);
+	put(_metadata, self->file, "2598022\n", 8);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bool doubt = !cases[i].doubt;
+
+		unlink(unstable);
+		if (cases[i].content)
+			put(_metadata, unstable, cases[i].content, strlen(cases[i].content));
+		ASSERT_EQ(0, tsc__freq_from_sysfs(&f, self->dir, &doubt));
+		TH_LOG("%s: %s", cases[i].content ? cases[i].content : "(none)", f.detail);
+		EXPECT_EQ(cases[i].doubt, doubt);
+		EXPECT_EQ(2598022000u, f.num);
+		EXPECT_EQ(cases[i].doubt ? 10000.0 : 500.0 / 2598022 * 1e3, f.precision_ppm);
+		EXPECT_NE(NULL, strstr(f.detail, cases[i].why));
+		/* The public call gives the same, doubt stated in detail. */
+		ASSERT_EQ(0, tsc_freq_from_sysfs(&f, self->dir));
+		EXPECT_EQ(cases[i].doubt, strstr(f.detail, "maybe not refined") != NULL);
+	}
+}
+
 TEST_F(root, missing_huge_unreadable)
 {
 	char big[100000];
