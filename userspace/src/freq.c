@@ -67,12 +67,14 @@ static int read_opts(const struct tsc_opts *o, struct opts *out)
 	return 0;
 }
 
+/* One source; *doubt: its value may be far worse than it looks. */
 static int from_source(struct tsc_freq *f, enum tsc_source source,
-		       const struct opts *o)
+		       const struct opts *o, bool *doubt)
 {
+	*doubt = false;
 	switch (source) {
 	case TSC_SOURCE_SYSFS:
-		return tsc_freq_from_sysfs(f, o->sysfs_root);
+		return tsc__freq_from_sysfs(f, o->sysfs_root, doubt);
 	case TSC_SOURCE_CPUID:
 		return tsc_freq_from_cpuid(f);
 	case TSC_SOURCE_HYPERVISOR:
@@ -106,17 +108,14 @@ static int best_source(struct tsc_freq *f, const struct opts *o)
 		TSC_SOURCE_CALIBRATION,
 	};
 	char skipped[sizeof(f->detail)] = "";
-	struct tsc_freq unrefined = { 0 };
-	size_t used = 0;
+	struct tsc_freq doubted = { 0 };
+	size_t used = 0, after_doubted = 0;
 	int err = -ENODATA;
 
 	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-		bool doubt = false;
+		bool doubt;
 
-		if (order[i] == TSC_SOURCE_SYSFS)
-			err = tsc__freq_from_sysfs(f, o->sysfs_root, &doubt);
-		else
-			err = from_source(f, order[i], o);
+		err = from_source(f, order[i], o, &doubt);
 		if (!err && !doubt) {
 			if (used)
 				snprintf(f->detail + strlen(f->detail),
@@ -124,15 +123,18 @@ static int best_source(struct tsc_freq *f, const struct opts *o)
 					 "; skipped %s", skipped);
 			return 0;
 		}
-		if (doubt)
-			unrefined = *f;
 		note_skipped(skipped, sizeof(skipped), &used, doubt ? f->detail : tsc_last_error());
+		if (doubt && doubted.source == TSC_SOURCE_NONE) {
+			doubted = *f;
+			after_doubted = used;
+		}
 	}
-	if (unrefined.source == TSC_SOURCE_NONE)
+	if (doubted.source == TSC_SOURCE_NONE)
 		return err;
-	*f = unrefined;
+	/* Its own reason is its detail already: add only the others'. */
+	*f = doubted;
 	snprintf(f->detail + strlen(f->detail), sizeof(f->detail) - strlen(f->detail),
-		 "; nothing better: %s", strchr(skipped, ';') ? strchr(skipped, ';') + 2 : "");
+		 "; nothing better: %s", skipped + after_doubted + (skipped[after_doubted] == ';' ? 2 : 0));
 	return 0;
 }
 
@@ -140,6 +142,7 @@ int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts)
 {
 	struct tsc_freq cal;
 	struct opts o;
+	bool doubt;	/* a forced source is taken as it is */
 	double diff;
 	int err;
 
@@ -147,7 +150,7 @@ int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts)
 	err = read_opts(opts, &o);
 	if (err)
 		return err;
-	err = o.source ? from_source(f, o.source, &o) : best_source(f, &o);
+	err = o.source ? from_source(f, o.source, &o, &doubt) : best_source(f, &o);
 	if (err)
 		return err;
 	tsc__clear_error();	/* the skipped sources' reasons are in detail */

@@ -47,6 +47,8 @@ int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
 const char *tsc__sysfs_root(const char *root);
 int tsc__read_value(const char *root, const char *rel, char *path, size_t path_size,
 		    char *buf, size_t size, size_t *len);
+int tsc__read_u64(const char *root, const char *rel, uint64_t *v);
+int tsc__read_s64(const char *root, const char *rel, int64_t *v);
 
 /* Parsers, pure: the fuzz targets call them with any bytes. */
 int tsc__parse_u64(const char *buf, size_t len, uint64_t *val);

@@ -34,28 +34,6 @@ static void cpu_features(struct tsc_report *r)
 	}
 }
 
-static int read_u64(const char *root, const char *rel, uint64_t *v)
-{
-	char path[4096], buf[MAX_VALUE];
-	size_t len;
-	int err = tsc__read_value(root, rel, path, sizeof(path), buf, sizeof(buf), &len);
-
-	if (!err && (err = tsc__parse_u64(buf, len, v)))
-		tsc__fail(err, "%s: %s", path, tsc_last_error());
-	return err;
-}
-
-static int read_s64(const char *root, const char *rel, int64_t *v)
-{
-	char path[4096], buf[MAX_VALUE];
-	size_t len;
-	int err = tsc__read_value(root, rel, path, sizeof(path), buf, sizeof(buf), &len);
-
-	if (!err && (err = tsc__parse_s64(buf, len, v)))
-		tsc__fail(err, "%s: %s", path, tsc_last_error());
-	return err;
-}
-
 /* A word from a file, newline dropped; "" if there is none. */
 static void read_word(const char *root, const char *rel, char *out, size_t size)
 {
@@ -89,11 +67,11 @@ static int read_cpu(const char *root, struct tsc_cpu_offset *c)
 	err = fn(root, rel, dst);					\
 	if (err)							\
 		goto unmeasured;
-	FIELD("offset_ticks", read_s64, &c->offset);
-	FIELD("offset_min_ticks", read_s64, &c->min);
-	FIELD("offset_max_ticks", read_s64, &c->max);
-	FIELD("rounds", read_u64, &rounds);
-	FIELD("consistent", read_u64, &consistent);
+	FIELD("offset_ticks", tsc__read_s64, &c->offset);
+	FIELD("offset_min_ticks", tsc__read_s64, &c->min);
+	FIELD("offset_max_ticks", tsc__read_s64, &c->max);
+	FIELD("rounds", tsc__read_u64, &rounds);
+	FIELD("consistent", tsc__read_u64, &consistent);
 #undef FIELD
 	if (c->min > c->offset || c->offset > c->max || consistent > 1 ||
 	    rounds > UINT32_MAX) {
@@ -122,10 +100,10 @@ static int module_offsets(const char *root, struct tsc_report *r)
 		int64_t ref;
 		int err;
 
-		if ((err = read_u64(root, CPU_DIR "/tsc/generation", &gen)) ||
-		    (err = read_s64(root, CPU_DIR "/tsc/reference_cpu", &ref)) ||
-		    (err = read_u64(root, CPU_DIR "/tsc/max_skew_ticks", &skew)) ||
-		    (err = read_u64(root, CPU_DIR "/tsc/monotonic", &monotonic)))
+		if ((err = tsc__read_u64(root, CPU_DIR "/tsc/generation", &gen)) ||
+		    (err = tsc__read_s64(root, CPU_DIR "/tsc/reference_cpu", &ref)) ||
+		    (err = tsc__read_u64(root, CPU_DIR "/tsc/max_skew_ticks", &skew)) ||
+		    (err = tsc__read_u64(root, CPU_DIR "/tsc/monotonic", &monotonic)))
 			return err;
 		for (unsigned int i = 0; i < r->ncpus; i++) {
 			r->cpus[i] = (struct tsc_cpu_offset){ .cpu = (int)i };
@@ -133,7 +111,7 @@ static int module_offsets(const char *root, struct tsc_report *r)
 			if (err)
 				return err;
 		}
-		if ((err = read_u64(root, CPU_DIR "/tsc/generation", &gen_after)))
+		if ((err = tsc__read_u64(root, CPU_DIR "/tsc/generation", &gen_after)))
 			return err;
 		if (gen == gen_after) {
 			r->offsets_source = TSC_OFFSETS_MODULE;
@@ -305,7 +283,7 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 	cpu_features(r);
 	read_word(o.sysfs_root, "/devices/system/clocksource/clocksource0/current_clocksource",
 		  r->clocksource, sizeof(r->clocksource));
-	err = read_u64(o.sysfs_root, CPU_DIR "/tsc/unstable", &unstable);
+	err = tsc__read_u64(o.sysfs_root, CPU_DIR "/tsc/unstable", &unstable);
 	if (!err && unstable <= 1)
 		r->kernel_unstable = (int)unstable;
 

@@ -27,16 +27,11 @@
  */
 static bool maybe_unrefined(const char *root, char *why, size_t size)
 {
-	char path[4096], buf[MAX_FILE + 1];
 	uint64_t unstable;
-	size_t len;
-	int err;
+	int err = tsc__read_u64(root, UNSTABLE_FILE, &unstable);
 
-	err = tsc__read_value(root, UNSTABLE_FILE, path, sizeof(path), buf, sizeof(buf), &len);
 	if (err == -ENOENT)
 		return false;	/* no module's verdict to go by */
-	if (!err)
-		err = tsc__parse_u64(buf, len, &unstable);
 	if (!err && unstable == 0)
 		return false;
 	if (err)
@@ -78,7 +73,7 @@ int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined)
 	if (*unrefined) {
 		f->precision_ppm = TSC__UNREFINED_PPM;
 		snprintf(f->detail, sizeof(f->detail),
-			 "%.100s: %llu kHz, maybe not refined (%.60s): good to 1%%",
+			 "%.80s: %llu kHz, maybe not refined (%.100s): good to 1%%",
 			 path, (unsigned long long)khz, why);
 	}
 	return 0;

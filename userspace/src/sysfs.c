@@ -13,6 +13,8 @@
 
 #include "internal.h"
 
+#define MAX_NUMBER	32	/* a 64-bit number and a newline need 21 bytes */
+
 const char *tsc__sysfs_root(const char *root)
 {
 	const char *env;
@@ -97,6 +99,8 @@ int tsc__parse_s64(const char *buf, size_t len, int64_t *val)
 
 	if (err)
 		return err;
+	/* mag and minus are set: parse() returned 0 (see the CPU list's note). */
+	/* NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult) */
 	if (mag > (uint64_t)INT64_MAX + minus)
 		return tsc__fail(-ERANGE, "beyond 64-bit signed");
 	*val = minus ? (int64_t)(0 - mag) : (int64_t)mag;
@@ -149,4 +153,27 @@ int tsc__parse_cpulist_count(const char *buf, size_t len, unsigned int *count)
 	}
 	*count = (unsigned int)max + 1;
 	return 0;
+}
+
+/* A file of one number: read_value's errors, or the parser's with the path. */
+int tsc__read_u64(const char *root, const char *rel, uint64_t *v)
+{
+	char path[4096], buf[MAX_NUMBER];
+	size_t len = 0;	/* the analyser cannot see that tsc__fail() returns err */
+	int err = tsc__read_value(root, rel, path, sizeof(path), buf, sizeof(buf), &len);
+
+	if (!err && (err = tsc__parse_u64(buf, len, v)))
+		tsc__fail(err, "%s: %s", path, tsc_last_error());
+	return err;
+}
+
+int tsc__read_s64(const char *root, const char *rel, int64_t *v)
+{
+	char path[4096], buf[MAX_NUMBER];
+	size_t len = 0;	/* the analyser cannot see that tsc__fail() returns err */
+	int err = tsc__read_value(root, rel, path, sizeof(path), buf, sizeof(buf), &len);
+
+	if (!err && (err = tsc__parse_s64(buf, len, v)))
+		tsc__fail(err, "%s: %s", path, tsc_last_error());
+	return err;
 }
