@@ -270,7 +270,15 @@ vm-scaling: selftests kbuild-check
 
 vm-check: $(VM_RUNS) vm-notsc vm-bench-smoke vm-scaling
 
+# The two commands of the README install what they need, then start a new
+# make: KERNELS and the lists made from it are read when make starts, and on
+# a fresh machine the kernels arrive only with the packages.
 check: deps-check
+	@$(MAKE) --no-print-directory check-all
+run: deps-run
+	@$(MAKE) --no-print-directory show
+
+check-all:
 	$(MAKE) style
 	$(MAKE) kbuild-check
 	$(MAKE) install-check
@@ -295,11 +303,12 @@ check-host: module selftests
 # Show what the module exports and what it means: on this kernel if it
 # takes modules, else in a guest booting the newest installed kernel.
 # show.sh exits 1 for "not trustworthy": a finding, not a failure.
-run: deps-run
+show:
 	@if [ -e /proc/modules ]; then \
 		$(MAKE) -s module && scripts/show.sh --load tsc_freq_khz.ko; \
 	else \
 		k=$(NEWEST_GENERIC); \
+		test -n "$$k" || { echo "no kernel in /boot with 9p to boot: make deps-run" >&2; exit 2; }; \
 		$(MAKE) -s $(BUILD)/kbuild/$$k/tsc_freq_khz.ko && \
 		echo "This kernel cannot load modules: booting $$k in QEMU with 2 CPUs" && \
 		scripts/vm/run-in-vm.sh --quiet --kernel $$k --smp 2 -- \
@@ -308,5 +317,5 @@ run: deps-run
 
 .PHONY: all module lib lib-check lib-lint lib-coverage bench bench-smoke fuzz install install-module install-lib \
 	install-check clean linux-source style kbuild-check selftests \
-	check-unit dkms-check vm-check $(VM_RUNS) vm-notsc vm-bench-smoke vm-scaling check \
-	check-host run deps-run deps-check deb deb-check
+	check-unit dkms-check vm-check $(VM_RUNS) vm-notsc vm-bench-smoke vm-scaling check check-all \
+	check-host run show deps-run deps-check deb deb-check
