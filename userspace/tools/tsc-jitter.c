@@ -65,7 +65,7 @@ struct spinner {
 	sem_t *refill;			/* posted when the spare is taken */
 	struct chunk *head, *cur;
 	_Atomic(struct chunk *) spare;	/* refilled by the main thread */
-	uint64_t dropped, loops;
+	uint64_t gaps, dropped, loops;	/* gaps: reads over the threshold */
 	bool started;
 };
 
@@ -109,8 +109,10 @@ static void *spin(void *arg)
 	for (;;) {
 		uint64_t now = tsc_rdtsc_ordered();
 
-		if (now - last > s->threshold)
+		if (now - last > s->threshold) {
+			s->gaps++;
 			record(s, last, now - last);
+		}
 		last = now;
 		s->loops++;
 		if ((int64_t)(now - s->end) >= 0)
@@ -439,14 +441,15 @@ int main(int argc, char **argv)
 			printf("%s\n    {\"cpu\": %d, \"events\": %llu, \"per_second\": %.3f, "
 			       "\"min_ns\": %llu, \"p50_ns\": %llu, \"mean_ns\": %.1f, \"p90_ns\": %llu, "
 			       "\"p99_ns\": %llu, \"p999_ns\": %llu, \"p9999_ns\": %llu, \"max_ns\": %llu, "
-			       "\"stolen_ns\": %llu, \"stolen_percent\": %.6f, \"dropped\": %llu, "
-			       "\"loops\": %llu}", i ? "," : "", sp[i].cpu,
+			       "\"stolen_ns\": %llu, \"stolen_percent\": %.6f, \"gaps\": %llu, "
+			       "\"dropped\": %llu, \"loops\": %llu}", i ? "," : "", sp[i].cpu,
 			       (unsigned long long)st.n, (double)st.n / runtime,
 			       (unsigned long long)st.min, (unsigned long long)st.p50, st.mean,
 			       (unsigned long long)st.p90, (unsigned long long)st.p99,
 			       (unsigned long long)st.p999, (unsigned long long)st.p9999,
 			       (unsigned long long)st.max, (unsigned long long)st.total, pct,
-			       (unsigned long long)sp[i].dropped, (unsigned long long)sp[i].loops);
+			       (unsigned long long)sp[i].gaps, (unsigned long long)sp[i].dropped,
+			       (unsigned long long)sp[i].loops);
 		} else {
 			printf("%5d %8llu %8.1f %8llu %8llu %8.0f %8llu %8llu %9llu %9llu %9llu %11llu %7.3f\n",
 			       sp[i].cpu, (unsigned long long)st.n, (double)st.n / runtime,
