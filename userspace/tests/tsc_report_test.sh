@@ -36,10 +36,11 @@ fake_root() {
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 16
+ktap_plan 21
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
-usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--sysfs-root"
+usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--sysfs-root" \
+	"--output $tmp/missing/tsc.prom"
 
 fake_root "$tmp/good" 0 2600002
 "$tool" --sysfs-root "$tmp/good" --json > "$tmp/good.json"; st=$?
@@ -55,6 +56,29 @@ ktap_check "exit status is the verdict ($want)" test $st = "$want" -a "$(json "$
 ktap_check "promtool accepts the Prometheus text" promtool check metrics < "$tmp/good.prom"
 ktap_check "which carries the values" grep -qx 'tsc_frequency_hertz{source="sysfs"} 2600002000.000' "$tmp/good.prom"
 ktap_check "offsets in seconds" grep -qx 'tsc_offset_seconds{cpu="1",measured_by="module"} -1.53846e-08' "$tmp/good.prom"
+
+# --output, as the systemd service uses it: the whole report, renamed over
+# the target (a new inode: never rewritten in place), mode 0644, no
+# temporary file left, nothing on standard output; a report that fails
+# leaves the target as it was.
+mkdir "$tmp/textfile"
+echo old > "$tmp/textfile/tsc.prom"
+ino=$(stat -c %i "$tmp/textfile/tsc.prom")
+"$tool" --sysfs-root "$tmp/good" --prometheus --output "$tmp/textfile/tsc.prom" > "$tmp/stdout"; st=$?
+ktap_check "--output: replaced by rename, 0644, nothing else left, nothing on stdout" \
+	test $st -le 1 -a "$(stat -c %i "$tmp/textfile/tsc.prom")" != "$ino" \
+	-a "$(stat -c %a "$tmp/textfile/tsc.prom")" = 644 -a "$(ls -A "$tmp/textfile")" = tsc.prom \
+	-a ! -s "$tmp/stdout"
+ktap_check "--output: the same text as on standard output" cmp "$tmp/textfile/tsc.prom" "$tmp/good.prom"
+# 1 MHz, which no TSC here runs at: --verify fails (exit 3).
+fake_root "$tmp/wrong" 0 1000
+ino=$(stat -c %i "$tmp/textfile/tsc.prom")
+cp "$tmp/textfile/tsc.prom" "$tmp/before"
+"$tool" --sysfs-root "$tmp/wrong" --verify --prometheus --output "$tmp/textfile/tsc.prom" 2> "$tmp/err"; st=$?
+echo "# failing report: exit $st: $(head -n 1 "$tmp/err")"
+ktap_check "--output: a failed report (exit 3) leaves the file as it was, no temporary file" \
+	test $st = 3 -a "$(stat -c %i "$tmp/textfile/tsc.prom")" = "$ino" -a "$(ls -A "$tmp/textfile")" = tsc.prom
+ktap_check "--output: its content unchanged" cmp "$tmp/textfile/tsc.prom" "$tmp/before"
 
 fake_root "$tmp/unstable" 1 2600002
 "$tool" --sysfs-root "$tmp/unstable" > "$tmp/unstable.txt"; st=$?

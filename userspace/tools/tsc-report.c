@@ -7,10 +7,14 @@
  *
  * Exit status: 0 trustworthy, 1 not trustworthy, 2 usage, 3 failure.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "tsc.h"
@@ -20,7 +24,7 @@
 
 static const char usage[] =
 "Usage: tsc-report [--json | --prometheus] [--userspace] [--verify]\n"
-"                  [--sysfs-root DIR]\n"
+"                  [--sysfs-root DIR] [--output FILE]\n"
 "Report the TSC's frequency, where it comes from, and whether readings can\n"
 "be compared across CPUs.\n"
 "\n"
@@ -29,6 +33,8 @@ static const char usage[] =
 "  --userspace     measure the CPUs' offsets here even if the module is loaded\n"
 "  --verify        also calibrate, and fail if the frequency disagrees\n"
 "  --sysfs-root DIR  read DIR instead of /sys\n"
+"  --output FILE   write FILE atomically (a temporary file beside it, renamed\n"
+"                  over it when complete); on failure FILE is left as it was\n"
 "  -h, --help      this text;  -V, --version  the version\n"
 "\n"
 "Exit status: 0 trustworthy across CPUs, 1 not, 2 usage error, 3 failure.\n";
@@ -50,141 +56,141 @@ static double ticks_to_ns(const struct tsc_freq *f, double ticks)
 	return ticks * 1e9 / f->hz;
 }
 
-static void print_human(const struct tsc_clock *clk, const struct tsc_report *r)
+static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r)
 {
 	const struct tsc_freq *f = &clk->freq;
 
-	printf("Frequency      %.3f Hz +-%.3g ppm, from %s\n", f->hz,
+	fprintf(out, "Frequency      %.3f Hz +-%.3g ppm, from %s\n", f->hz,
 	       f->precision_ppm, tsc_source_name(f->source));
-	printf("               %s\n", f->detail);
-	printf("Conversion     ns = ticks * %llu + (ticks * 0x%016llx) >> 64\n",
+	fprintf(out, "               %s\n", f->detail);
+	fprintf(out, "Conversion     ns = ticks * %llu + (ticks * 0x%016llx) >> 64\n",
 	       (unsigned long long)clk->conv.ns_int, (unsigned long long)clk->conv.ns_frac);
-	printf("CPU            invariant TSC %s, rdtscp %s, TSC_ADJUST %s\n",
+	fprintf(out, "CPU            invariant TSC %s, rdtscp %s, TSC_ADJUST %s\n",
 	       r->invariant_tsc ? "yes" : "no", r->rdtscp ? "yes" : "no",
 	       r->tsc_adjust ? "yes" : "no");
-	printf("Kernel         clocksource %s, TSC marked unstable: %s\n",
+	fprintf(out, "Kernel         clocksource %s, TSC marked unstable: %s\n",
 	       r->clocksource[0] ? r->clocksource : "unknown",
 	       r->kernel_unstable < 0 ? "unknown (tsc_freq_khz not loaded)" :
 	       r->kernel_unstable ? "yes" : "no");
 	if (r->offsets_source == TSC_OFFSETS_NONE) {
-		printf("Offsets        a single CPU: nothing to compare\n");
+		fprintf(out, "Offsets        a single CPU: nothing to compare\n");
 	} else {
-		printf("Offsets        against cpu%d, measured by %s\n", r->reference_cpu,
+		fprintf(out, "Offsets        against cpu%d, measured by %s\n", r->reference_cpu,
 		       r->offsets_source == TSC_OFFSETS_MODULE ? "the module" : "this tool");
-		printf("  %-6s %-11s %13s  %-27s %7s  %s\n", "cpu", "status",
+		fprintf(out, "  %-6s %-11s %13s  %-27s %7s  %s\n", "cpu", "status",
 		       "offset/ticks", "certainly within", "probes", "consistent");
 		for (unsigned int i = 0; i < r->ncpus; i++) {
 			const struct tsc_cpu_offset *c = &r->cpus[i];
 			char range[64];
 
 			if (c->status == TSC_CPU_UNMEASURED) {
-				printf("  cpu%-3d %-11s\n", c->cpu, "unmeasured");
+				fprintf(out, "  cpu%-3d %-11s\n", c->cpu, "unmeasured");
 				continue;
 			}
 			snprintf(range, sizeof(range), "[%lld, %lld]", (long long)c->min,
 				 (long long)c->max);
-			printf("  cpu%-3d %-11s %13lld  %-27s %7u  %s\n", c->cpu,
+			fprintf(out, "  cpu%-3d %-11s %13lld  %-27s %7u  %s\n", c->cpu,
 			       status_names[c->status], (long long)c->offset, range,
 			       c->rounds, c->consistent ? "yes" : "NO");
 		}
-		printf("Max skew       %llu ticks = %.1f ns; monotonic across CPUs: %s\n",
+		fprintf(out, "Max skew       %llu ticks = %.1f ns; monotonic across CPUs: %s\n",
 		       (unsigned long long)r->max_skew_ticks,
 		       ticks_to_ns(f, (double)r->max_skew_ticks), r->monotonic ? "yes" : "no");
 	}
-	printf("Verdict        %s\n", r->verdict);
+	fprintf(out, "Verdict        %s\n", r->verdict);
 }
 
-static void print_json(const struct tsc_clock *clk, const struct tsc_report *r)
+static void print_json(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r)
 {
 	const struct tsc_freq *f = &clk->freq;
 	bool first = true;
 
-	printf("{\n  \"schema_version\": 1,\n  \"frequency\": {\"hz\": %.3f, \"num\": %llu, "
+	fprintf(out, "{\n  \"schema_version\": 1,\n  \"frequency\": {\"hz\": %.3f, \"num\": %llu, "
 	       "\"den\": %llu, \"source\": \"%s\", \"precision_ppm\": %.6g, \"detail\": ",
 	       f->hz, (unsigned long long)f->num, (unsigned long long)f->den,
 	       tsc_source_name(f->source), f->precision_ppm);
-	cli_json_str(stdout, f->detail);
+	cli_json_str(out, f->detail);
 	/* 64-bit fractions as hex strings: JSON numbers are doubles to many parsers. */
-	printf("},\n  \"conversion\": {\"ns_int\": %llu, \"ns_frac\": \"0x%016llx\", "
+	fprintf(out, "},\n  \"conversion\": {\"ns_int\": %llu, \"ns_frac\": \"0x%016llx\", "
 	       "\"tk_int\": %llu, \"tk_frac\": \"0x%016llx\"},\n",
 	       (unsigned long long)clk->conv.ns_int, (unsigned long long)clk->conv.ns_frac,
 	       (unsigned long long)clk->conv.tk_int, (unsigned long long)clk->conv.tk_frac);
-	printf("  \"cpu\": {\"invariant_tsc\": %s, \"rdtscp\": %s, \"tsc_adjust\": %s},\n",
+	fprintf(out, "  \"cpu\": {\"invariant_tsc\": %s, \"rdtscp\": %s, \"tsc_adjust\": %s},\n",
 	       r->invariant_tsc ? "true" : "false", r->rdtscp ? "true" : "false",
 	       r->tsc_adjust ? "true" : "false");
-	printf("  \"kernel\": {\"clocksource\": ");
+	fprintf(out, "  \"kernel\": {\"clocksource\": ");
 	if (r->clocksource[0])
-		cli_json_str(stdout, r->clocksource);
+		cli_json_str(out, r->clocksource);
 	else
-		printf("null");
-	printf(", \"unstable\": %s},\n", r->kernel_unstable < 0 ? "null" :
+		fprintf(out, "null");
+	fprintf(out, ", \"unstable\": %s},\n", r->kernel_unstable < 0 ? "null" :
 	       r->kernel_unstable ? "true" : "false");
-	printf("  \"offsets\": {\"source\": \"%s\", \"reference_cpu\": ",
+	fprintf(out, "  \"offsets\": {\"source\": \"%s\", \"reference_cpu\": ",
 	       offsets_names[r->offsets_source]);
 	if (r->reference_cpu < 0)
-		printf("null");
+		fprintf(out, "null");
 	else
-		printf("%d", r->reference_cpu);
-	printf(", \"max_skew_ticks\": %llu, \"max_skew_ns\": %.3f, \"monotonic\": %s,\n"
+		fprintf(out, "%d", r->reference_cpu);
+	fprintf(out, ", \"max_skew_ticks\": %llu, \"max_skew_ns\": %.3f, \"monotonic\": %s,\n"
 	       "    \"cpus\": [", (unsigned long long)r->max_skew_ticks,
 	       ticks_to_ns(f, (double)r->max_skew_ticks), r->monotonic ? "true" : "false");
 	for (unsigned int i = 0; i < r->ncpus; i++) {
 		const struct tsc_cpu_offset *c = &r->cpus[i];
 
-		printf("%s\n      {\"cpu\": %d, \"status\": \"%s\"", first ? "" : ",",
+		fprintf(out, "%s\n      {\"cpu\": %d, \"status\": \"%s\"", first ? "" : ",",
 		       c->cpu, status_names[c->status]);
 		first = false;
 		if (c->status != TSC_CPU_UNMEASURED)
-			printf(", \"offset_ticks\": %lld, \"min_ticks\": %lld, \"max_ticks\": %lld, "
+			fprintf(out, ", \"offset_ticks\": %lld, \"min_ticks\": %lld, \"max_ticks\": %lld, "
 			       "\"probes\": %u, \"consistent\": %s", (long long)c->offset,
 			       (long long)c->min, (long long)c->max, c->rounds,
 			       c->consistent ? "true" : "false");
-		printf("}");
+		fprintf(out, "}");
 	}
-	printf("\n    ]},\n  \"verdict\": {\"trustworthy\": %s, \"text\": ",
+	fprintf(out, "\n    ]},\n  \"verdict\": {\"trustworthy\": %s, \"text\": ",
 	       r->trustworthy ? "true" : "false");
-	cli_json_str(stdout, r->verdict);
-	printf("}\n}\n");
+	cli_json_str(out, r->verdict);
+	fprintf(out, "}\n}\n");
 }
 
 /* Label values: backslash, quote and newline escaped, as the format says. */
-static void prom_label(const char *s)
+static void prom_label(FILE *out, const char *s)
 {
 	for (; *s; s++) {
 		if (*s == '\\' || *s == '"')
-			printf("\\%c", *s);
+			fprintf(out, "\\%c", *s);
 		else if (*s == '\n')
-			printf("\\n");
+			fprintf(out, "\\n");
 		else
-			putchar(*s);
+			fputc(*s, out);
 	}
 }
 
-static void prom_head(const char *name, const char *help)
+static void prom_head(FILE *out, const char *name, const char *help)
 {
-	printf("# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+	fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
 }
 
-static void print_prometheus(const struct tsc_clock *clk, const struct tsc_report *r)
+static void print_prometheus(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r)
 {
 	const struct tsc_freq *f = &clk->freq;
 
-	prom_head("tsc_frequency_hertz", "TSC frequency, from the source labelled.");
-	printf("tsc_frequency_hertz{source=\"%s\"} %.3f\n", tsc_source_name(f->source), f->hz);
-	prom_head("tsc_frequency_precision_ratio",
+	prom_head(out, "tsc_frequency_hertz", "TSC frequency, from the source labelled.");
+	fprintf(out, "tsc_frequency_hertz{source=\"%s\"} %.3f\n", tsc_source_name(f->source), f->hz);
+	prom_head(out, "tsc_frequency_precision_ratio",
 		  "How far the frequency may be from the truth, as a fraction of it.");
-	printf("tsc_frequency_precision_ratio %.6g\n", f->precision_ppm * 1e-6);
-	prom_head("tsc_invariant", "1 if the CPU promises an invariant TSC (CPUID 0x80000007 EDX[8]).");
-	printf("tsc_invariant %d\n", r->invariant_tsc);
+	fprintf(out, "tsc_frequency_precision_ratio %.6g\n", f->precision_ppm * 1e-6);
+	prom_head(out, "tsc_invariant", "1 if the CPU promises an invariant TSC (CPUID 0x80000007 EDX[8]).");
+	fprintf(out, "tsc_invariant %d\n", r->invariant_tsc);
 	if (r->kernel_unstable >= 0) {
-		prom_head("tsc_kernel_unstable", "1 if the kernel marked the TSC unstable.");
-		printf("tsc_kernel_unstable %d\n", r->kernel_unstable);
+		prom_head(out, "tsc_kernel_unstable", "1 if the kernel marked the TSC unstable.");
+		fprintf(out, "tsc_kernel_unstable %d\n", r->kernel_unstable);
 	}
 	if (r->clocksource[0]) {
-		prom_head("tsc_kernel_clocksource_info", "The kernel's current clocksource.");
-		printf("tsc_kernel_clocksource_info{clocksource=\"");
-		prom_label(r->clocksource);
-		printf("\"} 1\n");
+		prom_head(out, "tsc_kernel_clocksource_info", "The kernel's current clocksource.");
+		fprintf(out, "tsc_kernel_clocksource_info{clocksource=\"");
+		prom_label(out, r->clocksource);
+		fprintf(out, "\"} 1\n");
 	}
 	if (r->offsets_source != TSC_OFFSETS_NONE) {
 		static const char *const bounds[][2] = {
@@ -194,29 +200,84 @@ static void print_prometheus(const struct tsc_clock *clk, const struct tsc_repor
 		};
 
 		for (int b = 0; b < 3; b++) {
-			prom_head(bounds[b][0], bounds[b][1]);
+			prom_head(out, bounds[b][0], bounds[b][1]);
 			for (unsigned int i = 0; i < r->ncpus; i++) {
 				const struct tsc_cpu_offset *c = &r->cpus[i];
 				int64_t v = b == 0 ? c->offset : b == 1 ? c->min : c->max;
 
 				if (c->status != TSC_CPU_UNMEASURED)
-					printf("%s{cpu=\"%d\",measured_by=\"%s\"} %.6g\n", bounds[b][0],
+					fprintf(out, "%s{cpu=\"%d\",measured_by=\"%s\"} %.6g\n", bounds[b][0],
 					       c->cpu, offsets_names[r->offsets_source],
 					       (double)v / f->hz);
 			}
 		}
-		prom_head("tsc_offset_consistent", "1 if all probes agreed on one constant offset.");
+		prom_head(out, "tsc_offset_consistent", "1 if all probes agreed on one constant offset.");
 		for (unsigned int i = 0; i < r->ncpus; i++)
 			if (r->cpus[i].status != TSC_CPU_UNMEASURED)
-				printf("tsc_offset_consistent{cpu=\"%d\"} %d\n", r->cpus[i].cpu,
+				fprintf(out, "tsc_offset_consistent{cpu=\"%d\"} %d\n", r->cpus[i].cpu,
 				       r->cpus[i].consistent);
-		prom_head("tsc_max_skew_seconds", "Upper bound on any two CPUs' TSC difference.");
-		printf("tsc_max_skew_seconds %.6g\n", (double)r->max_skew_ticks / f->hz);
-		prom_head("tsc_monotonic", "1 if monotonicity across CPUs is proven.");
-		printf("tsc_monotonic %d\n", r->monotonic);
+		prom_head(out, "tsc_max_skew_seconds", "Upper bound on any two CPUs' TSC difference.");
+		fprintf(out, "tsc_max_skew_seconds %.6g\n", (double)r->max_skew_ticks / f->hz);
+		prom_head(out, "tsc_monotonic", "1 if monotonicity across CPUs is proven.");
+		fprintf(out, "tsc_monotonic %d\n", r->monotonic);
 	}
-	prom_head("tsc_trustworthy", "1 if TSC readings can be compared across CPUs.");
-	printf("tsc_trustworthy %d\n", r->trustworthy);
+	prom_head(out, "tsc_trustworthy", "1 if TSC readings can be compared across CPUs.");
+	fprintf(out, "tsc_trustworthy %d\n", r->trustworthy);
+}
+
+/*
+ * --output: the report goes to a temporary file beside the target, renamed
+ * over it only once complete and on disk, so that a reader such as
+ * node_exporter's textfile collector sees the old report or the new one,
+ * never part of one.  The temporary name starts with a dot and does not
+ * end in .prom: the collector reads only *.prom.  0644: the collector runs
+ * as another user.
+ */
+struct output {
+	const char *path;
+	char *tmp;
+	FILE *f;
+};
+
+static int output_open(struct output *o, const char *path)
+{
+	const char *base = strrchr(path, '/');
+	int dirlen = base ? (int)(base - path + 1) : 0;
+	int fd;
+
+	o->path = path;
+	if (asprintf(&o->tmp, "%.*s.%s.XXXXXX", dirlen, path, path + dirlen) < 0) {
+		o->tmp = NULL;
+		return -ENOMEM;
+	}
+	fd = mkostemp(o->tmp, O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, 0644) || !(o->f = fdopen(fd, "w"))) {
+		int err = -errno;
+
+		close(fd);
+		unlink(o->tmp);
+		return err;
+	}
+	return 0;
+}
+
+/* Commit (renamed over the target) or, with ok false, abandon. */
+static int output_close(struct output *o, bool ok)
+{
+	int err = 0;
+
+	if (ok && (fflush(o->f) || fsync(fileno(o->f))))
+		err = -errno;
+	if (fclose(o->f) && !err)
+		err = -errno;
+	if (ok && !err && rename(o->tmp, o->path))
+		err = -errno;
+	if (!ok || err)
+		unlink(o->tmp);
+	free(o->tmp);
+	return err;
 }
 
 int main(int argc, char **argv)
@@ -227,12 +288,15 @@ int main(int argc, char **argv)
 		{ "userspace", no_argument, NULL, 'u' },
 		{ "verify", no_argument, NULL, 'v' },
 		{ "sysfs-root", required_argument, NULL, 'r' },
+		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	enum { HUMAN, JSON, PROMETHEUS } format = HUMAN;
-	const char *root = NULL;
+	const char *root = NULL, *output = NULL;
+	struct output o = { 0 };
+	FILE *out = stdout;
 	bool userspace = false, verify = false;
 	struct tsc_clock clk;
 	struct tsc_report r;
@@ -257,6 +321,9 @@ int main(int argc, char **argv)
 		case 'r':
 			root = optarg;
 			break;
+		case 'o':
+			output = optarg;
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -272,29 +339,52 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tsc-report: unexpected argument '%s'\n%s", argv[optind], usage);
 		return EXIT_USAGE;
 	}
+	/* Before anything is measured: a target that cannot be written. */
+	if (output) {
+		err = output_open(&o, output);
+		if (err) {
+			fprintf(stderr, "tsc-report: --output %s: %s\n", output, strerror(-err));
+			return EXIT_USAGE;
+		}
+		out = o.f;
+	}
 
 	{
-		TSC_OPTS(o, .sysfs_root = root, .verify = verify);
+		TSC_OPTS(co, .sysfs_root = root, .verify = verify);
 		TSC_REPORT_OPTS(ro, .sysfs_root = root, .userspace = userspace);
 
-		err = tsc_clock_init(&clk, &o);
+		err = tsc_clock_init(&clk, &co);
 		if (err) {
 			fprintf(stderr, "tsc-report: frequency: %s\n", tsc_last_error());
-			return EXIT_FAILURE_;
+			goto fail;
 		}
 		err = tsc_report_get(&r, &ro);
 		if (err) {
 			fprintf(stderr, "tsc-report: %s\n", tsc_last_error());
-			return EXIT_FAILURE_;
+			goto fail;
 		}
 	}
 	if (format == JSON)
-		print_json(&clk, &r);
+		print_json(out, &clk, &r);
 	else if (format == PROMETHEUS)
-		print_prometheus(&clk, &r);
+		print_prometheus(out, &clk, &r);
 	else
-		print_human(&clk, &r);
+		print_human(out, &clk, &r);
 	err = r.trustworthy ? 0 : EXIT_UNTRUSTED;
 	tsc_report_free(&r);
+	if (output) {
+		int werr = output_close(&o, true);
+
+		if (werr) {
+			fprintf(stderr, "tsc-report: --output %s: %s (left as it was)\n", output,
+				strerror(-werr));
+			return EXIT_FAILURE_;
+		}
+	}
 	return err;
+
+fail:
+	if (output)
+		output_close(&o, false);
+	return EXIT_FAILURE_;
 }
