@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash
 # KTAP output for the shell selftests; source it, call ktap_plan N first and
 # ktap_finish last (which exits 0 pass, 1 fail, 4 all skipped).
 

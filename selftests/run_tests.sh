@@ -85,11 +85,11 @@ for t in "${tests[@]}"; do
 	   fi ;;&
 	unload)
 		if loaded; then rmmod tsc_freq_khz; fi
-		loaded; result $(( $? == 0 ? 1 : 0 )) $t ;;
+		loaded; result $(( $? == 0 ? 1 : 0 )) "$t" ;;
 	load)
 		insmod "$ko"; st=$?
 		[ $st -eq 0 ] && ! loaded && st=1
-		result $st $t ;;
+		result $st "$t" ;;
 	lifecycle_test|stress_test|scaling_test)
 		run $t env TSCFK_KO="$plain_ko" "$bin/$t" ;;
 	clients_test)
