@@ -214,15 +214,16 @@ dkms-check:
 	done
 	$(DKMS) status -m tsc-freq-khz
 
-# The Debian package tsc-freq-khz-dkms (debhelper and dh_dkms, from
-# packaging/debian/) in build/deb, its fields, files and maintainer scripts
-# checked.
+# The Debian packages (packaging/debian/, debhelper and dh_dkms) in
+# build/deb: tsc-freq-khz-dkms, libtsc0, libtsc-dev and tsc-tools, with the
+# source package; lintian (any error or warning fails), their fields,
+# files, maintainer scripts, the library's ABI and the systemd units checked.
 deb:
 	scripts/packaging/deb-check.sh --build-only $(BUILD)/deb
 
 # DKMS skipping what dkms.conf excludes (exit 77, nothing built); then the
-# package installed with dpkg for every kernel here and purged, as a fleet
-# would (skipped, with the reason, where the module is installed already).
+# packages installed with apt on this machine, used and purged, as a fleet
+# would (skipped, with the reason, where any of it is installed already).
 deb-check:
 	scripts/packaging/dkms-exclusive-check.sh $(BUILD)
 	scripts/packaging/deb-check.sh $(BUILD)/deb || [ $$? -eq 4 ]

@@ -17,6 +17,16 @@ pkg_name=$(sed -n 's/^PACKAGE_NAME="\(.*\)"/\1/p' "$conf")
 pkg_version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$conf")
 module=$(sed -n 's/^BUILT_MODULE_NAME\[0\]="\(.*\)"/\1/p' "$conf")
 
+# The binary packages of packaging/debian/control, and where each .deb is
+# in the directory $out (the caller's).
+deb_packages=("$pkg_name-dkms" libtsc0 libtsc-dev tsc-tools)
+deb_file() {
+	local a=all
+	[[ $1 == *-dkms ]] || a=$(dpkg --print-architecture)
+	# shellcheck disable=SC2154 # $out is the caller's
+	echo "$out/${1}_${pkg_version}_$a.deb"
+}
+
 fail() {
 	echo "FAIL: $*"
 	exit "$KSFT_FAIL"
@@ -101,4 +111,22 @@ exclusion() {
 		fi
 		exit 0
 	)
+}
+
+# What deb-install-check.sh left in $1 for checks that need tools a fresh
+# root lacks: tsc-report's JSON against the schema the package installed,
+# and the service's Prometheus text through promtool.
+check_results() {
+	local r=$1 v
+	python3 -c 'import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' \
+		"$r/tsc-report.json" "$r/tsc-report.schema.json" ||
+		fail "the installed tsc-report's JSON does not validate against the installed schema"
+	v=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1]))
+print(j["frequency"]["source"], j["offsets"]["source"], j["verdict"]["trustworthy"])' "$r/tsc-report.json")
+	echo "  tsc-report --json: valid against /usr/share/tsc/tsc-report.schema.json (frequency, offsets, trustworthy: $v)"
+	promtool check metrics < "$r/tsc.prom" > /dev/null 2>&1 ||
+		fail "promtool rejects what the service wrote: $(promtool check metrics < "$r/tsc.prom" 2>&1 | head -n 3)"
+	grep -q '^tsc_trustworthy [01]$' "$r/tsc.prom" || fail "the service's file has no tsc_trustworthy"
+	echo "  the service's tsc.prom: promtool check metrics accepts it"
 }

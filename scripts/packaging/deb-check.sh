@@ -2,36 +2,49 @@
 # shellcheck disable=SC2317 # the steps are functions run through timed()
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build the module's Debian package, tsc-freq-khz-dkms, check what is in it,
-# then install it on this machine as a fleet would and purge it again.
+# Build the project's Debian packages, check what is in them and what
+# lintian says of them, then install, use and purge them on this machine
+# as a fleet would.
 #
 #   scripts/packaging/deb-check.sh [--build-only] OUTDIR
+#
+# The packages, from one source package (packaging/debian/):
+#   tsc-freq-khz-dkms  the module's sources, built on the target by DKMS
+#   libtsc0            the shared library (SONAME libtsc.so.0)
+#   libtsc-dev         header, static library, .pc, section 3 and 7 pages
+#   tsc-tools          the four tools, their pages and JSON schemas, and a
+#                      disabled systemd timer for node_exporter
 #
 # Why not 'dkms mkdeb': DKMS 3.0 dropped mkdeb, mkdsc, mkbmdeb and mkrpm
 # (bookworm's 3.0.10 has add, remove, build, install, uninstall, match,
 # autoinstall, mktarball, ldtarball and status; /usr/share/doc/dkms/
 # HOWTO.Debian still describes mkdeb).  What replaced it, and what Debian's
 # own *-dkms packages are, is a source package built with debhelper's
-# dh_dkms (packages debhelper and dh-dkms): packaging/debian/ here.  dh_dkms
-# writes the same maintainer scripts mkdeb's template did.  Building needs
-# no DKMS tree at all, so /var/lib/dkms and /usr/src are untouched until
-# the install step, whose point is to touch them.
+# dh_dkms (packages debhelper and dh-dkms).  dh_dkms writes the same
+# maintainer scripts mkdeb's template did.  Building needs no DKMS tree at
+# all, so /var/lib/dkms and /usr/src are untouched until the install step,
+# whose point is to touch them.
 #
 # Steps, each timed; everything they write is in OUTDIR:
-#   build    dpkg-buildpackage in a scratch copy of the sources: the .deb,
-#            and the source package (.dsc, .tar.xz) for a build farm
-#   inspect  control fields, the files (byte for byte), maintainer scripts
+#   build    dpkg-buildpackage in a scratch copy of the project's files:
+#            the four .debs, and the source package (.dsc, .tar.xz)
+#   lintian  over the .changes (source and binaries): any error or
+#            warning fails; overrides are in packaging/debian, each with
+#            its reason
+#   inspect  control fields, the files of each package, the DKMS sources
+#            byte for byte, maintainer scripts, the library's SONAME and
+#            exports against libtsc0.symbols, the tools linked with it,
+#            the systemd units (systemd-analyze verify)
 #   dkms     the packaged sources through dkms add, build, install with
 #            private trees, as the Makefile's dkms-check does, for the
 #            newest kernel: the package builds even when install is skipped
-#   install  dpkg -i: the postinst builds for the kernels it chooses that
-#            have headers; each has the module in updates/dkms, signed,
-#            and found by modprobe
-#   purge    dpkg --purge: nothing of it left
+#   install  deb-install-check.sh: apt install ./*.deb, each package used,
+#            purged, nothing of them left; then the tools' output checked
+#            here against the installed schema, and by promtool
 # --build-only stops after inspect (no root needed): 'make deb'.
 #
 # Exit: 0 pass, 1 fail, 4 skip.  Skip when the build tools are missing, or,
-# before installing, when this is not root or the module is already on
+# before installing, when this is not root or the packages are already on
 # this machine in any form (someone's real install: it is left alone).
 set -Eeuo pipefail
 
@@ -51,26 +64,17 @@ fi
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
 
-deb_pkg=$pkg_name-dkms
-deb=$out/${deb_pkg}_${pkg_version}_all.deb
 src=/usr/src/$pkg_name-$pkg_version
 arch=$(uname -m)
+triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2> /dev/null || echo x86_64-linux-gnu)
 # The files DKMS builds from, relative to the top: what the Makefile's
 # dkms-check copies (Kbuild Makefile dkms.conf module common), sources only.
 mapfile -t sources < <(cd "$top" && printf '%s\n' Kbuild Makefile dkms.conf \
 	module/*.[ch] common/*.[ch] | sort)
 
-installed_by_us=
-chosen=()
-
 cleanup() {
 	local rc=$?
 	trap - ERR
-	if [[ $installed_by_us ]]; then
-		echo "cleanup: purging $deb_pkg, which this run installed"
-		dpkg --purge "$deb_pkg" >> "$out/purge.log" 2>&1 ||
-			echo "cleanup: dpkg --purge $deb_pkg failed, see $out/purge.log"
-	fi
 	print_times
 	case $rc in
 	0) echo "deb-check: PASS" ;;
@@ -82,108 +86,249 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "deb-check: $deb_pkg $pkg_version from $top, into $out"
+echo "deb-check: ${deb_packages[*]} $pkg_version from $top, into $out"
 
 missing=
-for p in dpkg-dev debhelper dh-dkms; do
+for p in dpkg-dev debhelper dh-dkms lintian build-essential; do
 	installed "$p" || missing+=" $p"
 done
 [[ -z $missing ]] || skip "missing:$missing (apt-get install$missing)"
 
 # One version everywhere: the package's (debian/changelog) is what dpkg
 # and apt compare, dkms.conf's names /usr/src/NAME-VERSION and DKMS's tree,
-# MODULE_VERSION is what modinfo and /sys/module/*/version show.
+# MODULE_VERSION is what modinfo and /sys/module/*/version show; the
+# library's is in its file name and its .pc.
 changelog_version=$(dpkg-parsechangelog -l "$top/packaging/debian/changelog" -S Version)
 [[ $changelog_version == "$pkg_version" ]] ||
 	fail "packaging/debian/changelog is at $changelog_version, dkms.conf at $pkg_version: add a changelog entry"
 module_version=$(sed -n 's/^MODULE_VERSION("\(.*\)");/\1/p' "$top/module/main.c")
 [[ $module_version == "$pkg_version" ]] ||
 	fail "module/main.c has MODULE_VERSION(\"$module_version\"), dkms.conf $pkg_version"
+lib_version=$(sed -n 's/^VERSION := //p' "$top/userspace/Makefile")
+[[ $lib_version == "$pkg_version" ]] ||
+	fail "userspace/Makefile has VERSION $lib_version, dkms.conf $pkg_version"
+
+# The project's files as they are in the work tree: tracked ones and new
+# ones not ignored (so that what is about to be committed is what is
+# tested), none of build/.
+project_files() {
+	if git -C "$top" rev-parse --git-dir > /dev/null 2>&1; then
+		git -C "$top" ls-files --cached --others --exclude-standard |
+			while IFS= read -r f; do [[ -e $top/$f ]] && printf '%s\n' "$f"; done
+	else
+		(cd "$top" && find . -path ./build -prune -o ! -type d -printf '%P\n')
+	fi
+}
 
 build() {
 	local s=$out/src/$pkg_name-$pkg_version
 	# Only what this script makes, in case OUTDIR holds other things.
-	rm -rf "$out/src" "$out/extract" "$out/control" "$out/dkms"
-	rm -f "$out/${deb_pkg}_"*.deb "$out/${pkg_name}_"*.dsc "$out/${pkg_name}_"*.tar.xz \
+	rm -rf "$out/src" "$out/extract" "$out/control"
+	rm -f "$out/"*.deb "$out/${pkg_name}_"*.dsc "$out/${pkg_name}_"*.tar.xz \
 		"$out/${pkg_name}_"*.buildinfo "$out/${pkg_name}_"*.changes
-	# A scratch tree: the sources and nothing a local build left in them
+	# A scratch tree: the project and nothing a local build left in it
 	# (module/*.o, build/), plus debian/ at its top, where dpkg wants it.
-	mkdir -p "$s/packaging"
-	(cd "$top" && cp --parents "${sources[@]}" README.md "$s/")
+	mkdir -p "$s"
+	project_files | (cd "$top" && xargs -d '\n' cp --parents -t "$s")
 	cp -r "$top/packaging/debian" "$s/"
-	cp -r "$top/packaging/modules-load.d" "$top/packaging/modprobe.d" "$s/packaging/"
 	if ! (cd "$s" && dpkg-buildpackage -us -uc) > "$out/build.log" 2>&1; then
 		tail -n 20 "$out/build.log" | sed 's/^/  | /'
 		fail "dpkg-buildpackage failed, see $out/build.log"
 	fi
-	mv "$out/src/${deb_pkg}_"*.deb "$out/src/${pkg_name}_"*.dsc "$out/src/${pkg_name}_"*.tar.xz \
+	mv "$out/src/"*.deb "$out/src/${pkg_name}_"*.dsc "$out/src/${pkg_name}_"*.tar.xz \
 		"$out/src/${pkg_name}_"*.buildinfo "$out/src/${pkg_name}_"*.changes "$out/"
-	[[ -f $deb ]] || fail "dpkg-buildpackage made no $deb"
-	echo "  $deb"
+	for p in "${deb_packages[@]}"; do
+		[[ -f $(deb_file "$p") ]] || fail "dpkg-buildpackage made no $(deb_file "$p")"
+		echo "  $(deb_file "$p")"
+	done
 	echo "  $out/${pkg_name}_$pkg_version.dsc (source package, 3.0 native)"
 }
 
-inspect() {
-	local f v p s
-	field() { dpkg-deb -f "$deb" "$1"; }
-
-	v=$(field Package)
-	[[ $v == "$deb_pkg" ]] || fail "Package is '$v', not $deb_pkg"
-	v=$(field Version)
-	[[ $v == "$pkg_version" ]] || fail "Version is '$v', not dkms.conf's PACKAGE_VERSION $pkg_version"
-	v=$(field Architecture)
-	[[ $v == all ]] || fail "Architecture is '$v', not all"
-	v=$(field Depends)
-	[[ $v =~ (^|,\ *)dkms(\ |,|$) ]] || fail "Depends is '$v': no dkms"
-	echo "  Package $deb_pkg, Version $pkg_version, Architecture all, Depends $v"
-
-	dpkg-deb -x "$deb" "$out/extract"
-	dpkg-deb -e "$deb" "$out/control"
-
-	# The sources, exactly: none missing, none extra, each as in the tree.
-	if ! diff -u <(printf '%s\n' "${sources[@]}") \
-		<(cd "$out/extract$src" && find . -type f -printf '%P\n' | sort) > "$out/files.diff"; then
-		sed 's/^/  | /' "$out/files.diff"
-		fail "files in $src differ from the sources ('-': missing, '+': extra)"
+# Errors and warnings fail; what lintian merely notes (info, pedantic,
+# experimental) is shown.  Overrides: packaging/debian/*lintian-overrides.
+run_lintian() {
+	local changes
+	changes=$out/${pkg_name}_${pkg_version}_$(dpkg --print-architecture).changes
+	if ! lintian --fail-on error,warning --display-info --display-experimental \
+		--pedantic --show-overrides "$changes" > "$out/lintian.log" 2>&1; then
+		sed 's/^/  | /' "$out/lintian.log"
+		fail "lintian found errors or warnings, see $out/lintian.log"
 	fi
+	if [[ -s $out/lintian.log ]]; then
+		sed 's/^/  | /' "$out/lintian.log"
+	fi
+	echo "  no errors, no warnings: $(grep -c '' "$out/lintian.log") notes above" \
+		"($(grep -c '^N: ' "$out/lintian.log" || true) overridden)"
+}
+
+field() { dpkg-deb -f "$(deb_file "$1")" "$2"; }
+
+# extract PACKAGE: its files in $out/extract/PACKAGE, its control area in
+# $out/control/PACKAGE; prints its files (not directories), sorted.
+extract() {
+	mkdir -p "$out/extract" "$out/control"
+	dpkg-deb -x "$(deb_file "$1")" "$out/extract/$1"
+	dpkg-deb -e "$(deb_file "$1")" "$out/control/$1"
+	(cd "$out/extract/$1" && find . ! -type d -printf '/%P\n' | sort)
+}
+
+# expect_files PACKAGE WANT: the package holds exactly these files.
+expect_files() {
+	if ! diff -u <(printf '%s\n' "$2" | sort) <(extract "$1") > "$out/$1.files.diff"; then
+		sed 's/^/  | /' "$out/$1.files.diff"
+		fail "$1: files differ from what it should hold ('-': missing, '+': extra)"
+	fi
+}
+
+inspect_dkms() {
+	local v p s d=$pkg_name-dkms x
+	v=$(field "$d" Package)
+	[[ $v == "$d" ]] || fail "Package is '$v', not $d"
+	v=$(field "$d" Version)
+	[[ $v == "$pkg_version" ]] || fail "Version is '$v', not dkms.conf's PACKAGE_VERSION $pkg_version"
+	v=$(field "$d" Architecture)
+	[[ $v == all ]] || fail "Architecture is '$v', not all"
+	v=$(field "$d" Depends)
+	[[ $v =~ (^|,\ *)dkms(\ |,|$) ]] || fail "Depends is '$v': no dkms"
+	echo "  $d: Version $pkg_version, Architecture all, Depends $v"
+
+	# The sources, exactly: none missing, none extra, each as in the tree;
+	# and nothing else but documentation: no module binary, nothing in
+	# /lib/modules or /etc (DKMS makes the binaries on the target).
+	expect_files "$d" "$(printf "$src/%s\n" "${sources[@]}"
+		printf "/usr/share/doc/$d/%s\n" copyright changelog.gz README.md.gz \
+			"examples/modules-load.d/$module.conf" "examples/modprobe.d/$module.conf")"
+	x=$out/extract/$d
 	for f in "${sources[@]}"; do
-		cmp -s "$top/$f" "$out/extract$src/$f" || fail "$src/$f differs from $f"
+		cmp -s "$top/$f" "$x$src/$f" || fail "$src/$f differs from $f"
 	done
 	echo "  $src: ${#sources[@]} files, as in the tree: ${sources[*]}"
-
-	# And nothing else but documentation: no module binary, nothing in
-	# /lib/modules or /etc (DKMS makes the binaries on the target).
-	v=$(find "$out/extract" ! -type d -printf '/%P\n' |
-		grep -v -e "^$src/" -e "^/usr/share/doc/$deb_pkg/" || true)
-	[[ -z $v ]] || fail "unexpected files in the package: $v"
 	for f in modules-load.d/$module.conf modprobe.d/$module.conf; do
-		cmp -s "$top/packaging/$f" "$out/extract/usr/share/doc/$deb_pkg/examples/$f" ||
-			fail "/usr/share/doc/$deb_pkg/examples/$f missing or not packaging/$f"
+		cmp -s "$top/packaging/$f" "$x/usr/share/doc/$d/examples/$f" ||
+			fail "/usr/share/doc/$d/examples/$f is not packaging/$f"
 	done
-	[[ -f $out/extract/usr/share/doc/$deb_pkg/copyright ]] || fail "no copyright file"
-	echo "  /usr/share/doc/$deb_pkg: copyright, changelog, README, examples/{modules-load.d,modprobe.d}/$module.conf"
+	echo "  /usr/share/doc/$d: copyright, changelog, README, examples/{modules-load.d,modprobe.d}/$module.conf"
 
 	# The maintainer scripts hand over to DKMS: the postinst to DKMS's own
 	# common.postinst (dkms add, then build and install for the kernels it
 	# picks), the prerm (remove, upgrade) to dkms remove --all.
 	for s in postinst prerm; do
-		p=$out/control/$s
+		p=$out/control/$d/$s
 		[[ -x $p ]] || fail "no executable $s"
 		sh -n "$p" || fail "$s: not valid sh"
 		grep -qx "DKMS_NAME=$pkg_name" "$p" || fail "$s: no DKMS_NAME=$pkg_name"
 		grep -qx "DKMS_VERSION=$pkg_version" "$p" || fail "$s: no DKMS_VERSION=$pkg_version"
 	done
 	# shellcheck disable=SC2016 # the scripts' own text, $ and all
-	if ! grep -qF 'for DKMS_POSTINST in /usr/lib/dkms/common.postinst' "$out/control/postinst" ||
-		! grep -qF '$DKMS_POSTINST $DKMS_NAME $DKMS_VERSION' "$out/control/postinst"; then
+	if ! grep -qF 'for DKMS_POSTINST in /usr/lib/dkms/common.postinst' "$out/control/$d/postinst" ||
+		! grep -qF '$DKMS_POSTINST $DKMS_NAME $DKMS_VERSION' "$out/control/$d/postinst"; then
 		fail "postinst does not run /usr/lib/dkms/common.postinst"
 	fi
 	# shellcheck disable=SC2016
-	grep -qF 'dkms remove -m $DKMS_NAME -v $DKMS_VERSION --all' "$out/control/prerm" ||
+	grep -qF 'dkms remove -m $DKMS_NAME -v $DKMS_VERSION --all' "$out/control/$d/prerm" ||
 		fail "prerm does not run dkms remove --all"
-	[[ ! -e $out/control/postrm && ! -e $out/control/conffiles ]] ||
-		fail "unexpected postrm or conffiles in the package"
+	[[ ! -e $out/control/$d/postrm && ! -e $out/control/$d/conffiles ]] ||
+		fail "unexpected postrm or conffiles in $d"
 	echo "  postinst: /usr/lib/dkms/common.postinst $pkg_name $pkg_version; prerm: dkms remove -m $pkg_name -v $pkg_version --all"
+}
+
+# The API, as the linker script exports it: libtsc.map's global names.
+api_symbols() {
+	sed -n '/global:/,/local:/{s/^[[:space:]]*\([a-z_0-9]*\);$/\1/p}' "$top/userspace/libtsc.map" | sort
+}
+
+inspect_lib() {
+	local l=/usr/lib/$triplet so v x=$out/extract/libtsc0
+	expect_files libtsc0 "$l/libtsc.so.0
+$l/libtsc.so.$lib_version
+/usr/share/doc/libtsc0/changelog.gz
+/usr/share/doc/libtsc0/copyright"
+	so=$x$l/libtsc.so.$lib_version
+	v=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+	[[ $v == libtsc.so.0 ]] || fail "libtsc0: SONAME '$v', not libtsc.so.0"
+	[[ $(readlink "$x$l/libtsc.so.0") == "libtsc.so.$lib_version" ]] ||
+		fail "libtsc0: libtsc.so.0 does not point to libtsc.so.$lib_version"
+	# Exactly the API is exported, each under the version node, and the
+	# symbols file says so (dpkg-gensymbols -c4 made sure of the latter).
+	v=$(readelf --dyn-syms -W "$so" | awk '$5 == "GLOBAL" && $7 != "UND" { print $8 }' |
+		sed 's/@@LIBTSC_0.1$//' | grep -v '^LIBTSC_0.1$' | sort)
+	[[ $v == "$(api_symbols)" ]] || fail "libtsc0 exports '${v//$'\n'/ }', libtsc.map '$(api_symbols | tr '\n' ' ')'"
+	grep -q '^libtsc.so.0 libtsc0 #MINVER#' "$out/control/libtsc0/symbols" ||
+		fail "libtsc0: no symbols file for libtsc.so.0"
+	[[ $(grep -c '@LIBTSC_0.1 ' "$out/control/libtsc0/symbols") -eq $(($(api_symbols | wc -l) + 1)) ]] ||
+		fail "libtsc0: the symbols file does not list every API symbol and the version node"
+	[[ -e $out/control/libtsc0/triggers ]] || fail "libtsc0: no ldconfig trigger"
+	v=$(field libtsc0 Depends)
+	[[ $v == *libc6* ]] || fail "libtsc0: Depends '$v' lacks libc6"
+	echo "  libtsc0: SONAME libtsc.so.0, exports the $(api_symbols | wc -l) functions of libtsc.map, symbols file, Depends $v"
+
+	expect_files libtsc-dev "/usr/include/tsc.h
+$l/libtsc.a
+$l/libtsc.so
+$l/pkgconfig/libtsc.pc
+$(cd "$top/userspace/man" && printf '/usr/share/man/man3/%s.gz\n' *.3 && printf '/usr/share/man/man7/%s.gz\n' *.7)
+/usr/share/doc/libtsc-dev/changelog.gz
+/usr/share/doc/libtsc-dev/copyright"
+	x=$out/extract/libtsc-dev
+	cmp -s "$top/userspace/include/tsc.h" "$x/usr/include/tsc.h" || fail "libtsc-dev: tsc.h is not the tree's"
+	[[ $(readlink "$x$l/libtsc.so") == libtsc.so.0 ]] || fail "libtsc-dev: libtsc.so does not point to libtsc.so.0"
+	grep -qx "libdir=$l" "$x$l/pkgconfig/libtsc.pc" || fail "libtsc-dev: libtsc.pc's libdir is not $l"
+	grep -qx "Version: $lib_version" "$x$l/pkgconfig/libtsc.pc" || fail "libtsc-dev: libtsc.pc's Version"
+	v=$(field libtsc-dev Depends)
+	[[ $v == *"libtsc0 (= $pkg_version)"* ]] || fail "libtsc-dev: Depends '$v' lacks libtsc0 (= $pkg_version)"
+	echo "  libtsc-dev: tsc.h, libtsc.a, libtsc.so, libtsc.pc (libdir $l), $(find "$top/userspace/man" -name '*.[37]' | wc -l) manual pages; Depends $v"
+}
+
+inspect_tools() {
+	local t v u x=$out/extract/tsc-tools tools=(tsc-coreclock tsc-interference tsc-jitter tsc-report)
+	expect_files tsc-tools "$(printf '/usr/bin/%s\n' "${tools[@]}")
+$(printf '/usr/share/man/man1/%s.1.gz\n' "${tools[@]}")
+$(printf '/usr/share/tsc/%s.schema.json\n' "${tools[@]}")
+/lib/systemd/system/tsc-report-prometheus.service
+/lib/systemd/system/tsc-report-prometheus.timer
+/usr/share/doc/tsc-tools/changelog.gz
+/usr/share/doc/tsc-tools/copyright"
+	for t in "${tools[@]}"; do
+		readelf -d "$x/usr/bin/$t" | grep -q 'NEEDED.*\[libtsc.so.0\]' ||
+			fail "tsc-tools: $t is not linked with libtsc.so.0"
+		cmp -s "$top/userspace/tools/$t.schema.json" "$x/usr/share/tsc/$t.schema.json" ||
+			fail "tsc-tools: $t.schema.json is not the tree's"
+	done
+	v=$(field tsc-tools Depends)
+	[[ $v == *"libtsc0 (>= $pkg_version)"* ]] || fail "tsc-tools: Depends '$v' lacks libtsc0 (>= $pkg_version)"
+	echo "  tsc-tools: ${tools[*]}, each linked with libtsc.so.0, with its page and schema; Depends $v"
+
+	# The units as systemd reads them (any complaint fails), the
+	# service's command pointed at the tool as extracted; and the package
+	# must not enable or start them.
+	command -v systemd-analyze > /dev/null || fail "no systemd-analyze to check the units"
+	u=$x/lib/systemd/system
+	grep -qx 'ExecStart=/usr/bin/tsc-report --prometheus --output /var/lib/prometheus/node-exporter/tsc.prom' \
+		"$u/tsc-report-prometheus.service" || fail "tsc-report-prometheus.service: ExecStart"
+	mkdir -p "$out/units"
+	sed "s|^ExecStart=/usr/bin/|ExecStart=$x/usr/bin/|" "$u/tsc-report-prometheus.service" \
+		> "$out/units/tsc-report-prometheus.service"
+	cp "$u/tsc-report-prometheus.timer" "$out/units/"
+	v=$(cd "$out/units" && SYSTEMD_LOG_COLOR=0 LD_LIBRARY_PATH=$out/extract/libtsc0/usr/lib/$triplet \
+		systemd-analyze verify --man=no tsc-report-prometheus.timer tsc-report-prometheus.service 2>&1) ||
+		fail "systemd-analyze verify: $v"
+	[[ -z $v ]] || fail "systemd-analyze verify: $v"
+	# dh_installsystemd --no-enable --no-start: nothing started, and the
+	# timer enabled again on upgrade only if the administrator had enabled
+	# it (was-enabled); deb-install-check.sh sees it disabled after install.
+	! grep -qs 'deb-systemd-invoke' "$out/control/tsc-tools/"{postinst,prerm,postrm} ||
+		fail "tsc-tools: a maintainer script starts or stops a unit"
+	[[ $(grep -c 'deb-systemd-helper enable' "$out/control/tsc-tools/postinst") -eq 1 ]] &&
+		grep -B2 'deb-systemd-helper enable' "$out/control/tsc-tools/postinst" | grep -q 'was-enabled' ||
+		fail "tsc-tools: the postinst enables the timer other than where it was enabled before"
+	echo "  units: systemd-analyze verify clean; not started, enabled only again where it was (was-enabled)"
+}
+
+inspect() {
+	rm -rf "$out/extract" "$out/control"
+	inspect_dkms
+	inspect_lib
+	inspect_tools
 }
 
 # What DKMS does with the packaged sources, without installing the
@@ -193,12 +338,13 @@ inspect() {
 dkms_private() {
 	local d=$out/dkms k='' c ko
 	local -a dk=(dkms --dkmstree "$d/tree" --sourcetree "$d/src" --installtree "$d/install")
+	rm -rf "$d"
 	for c in $(kernels_with_headers); do
 		[[ -z $(exclusion "$c" "$arch") ]] && k=$c
 	done
 	[[ $k ]] || { echo "  no supported kernel has headers here: nothing to build"; return; }
 	mkdir -p "$d/tree" "$d/src" "$d/install/$k"
-	cp -a "$out/extract$src" "$d/src/"
+	cp -a "$out/extract/$pkg_name-dkms$src" "$d/src/"
 	if ! { "${dk[@]}" add -m "$pkg_name" -v "$pkg_version" &&
 		"${dk[@]}" build -m "$pkg_name" -v "$pkg_version" -k "$k" &&
 		"${dk[@]}" install -m "$pkg_name" -v "$pkg_version" -k "$k"; } > "$d/log" 2>&1; then
@@ -210,112 +356,20 @@ dkms_private() {
 	echo "  $k: $ko"
 }
 
-# The module must not be on this machine in any form before the test, or
-# the install would replace someone's (the postinst runs dkms remove on
-# the same version) and the purge would remove it.
-install_preconditions() {
-	local st v
-	[[ $(id -u) -eq 0 ]] || skip "install: dpkg -i needs root"
-	st=$(dpkg-query -W -f '${db:Status-Abbrev}' "$deb_pkg" 2>/dev/null || true)
-	[[ -z ${st// /} || $st == un* ]] ||
-		skip "install: $deb_pkg is on this machine already (dpkg status '${st% }', $(dpkg-query -W -f '${Version}' "$deb_pkg")): not touching a real install"
-	[[ ! -e /var/lib/dkms/$pkg_name ]] ||
-		skip "install: DKMS has $pkg_name already (/var/lib/dkms/$pkg_name): not touching a real install"
-	v=$(compgen -G "/usr/src/$pkg_name-*") &&
-		skip "install: $v exists: not touching a real install"
-	v=$(find /lib/modules -name "$module.ko*" -print -quit)
-	[[ -z $v ]] || skip "install: $v exists (make install?): not touching a real install"
-	[[ ! -e /sys/module/$module ]] || skip "install: $module is loaded"
-	[[ ! -e /etc/dkms/no-autoinstall ]] ||
-		skip "install: /etc/dkms/no-autoinstall: the postinst would build nothing"
-	return 0
-}
-
-install_pkg() {
-	local k ko why st v n=0
-	installed_by_us=1
-	if ! dpkg -i "$deb" > "$out/install.log" 2>&1; then
-		sed 's/^/  | /' "$out/install.log"
-		fail "dpkg -i $deb failed, see $out/install.log"
-	fi
-	# The postinst's decisions (its build output goes to /dev/null, and
-	# DKMS's readelf probe of 6.12 headers warns on stderr: not shown).
-	grep -E 'Building for|belongs to a chroot|Skipped|skipped|Installing to|Error' \
-		"$out/install.log" | sed 's/^/  | /' || true
-	st=$(dpkg-query -W -f '${db:Status-Abbrev}' "$deb_pkg")
-	[[ $st == "ii " ]] || fail "dpkg status of $deb_pkg is '$st' after dpkg -i"
-
-	# "Building for A, B and C": the kernels it chose.
-	v=$(sed -n 's/^Building for //p' "$out/install.log")
-	[[ $v ]] || fail "the postinst named no kernel to build for"
-	for k in ${v//,/ }; do
-		[[ $k == and ]] || chosen+=("$k")
-	done
-
-	for k in /lib/modules/*; do
-		k=${k##*/}
-		ko=$(compgen -G "/lib/modules/$k/updates/dkms/$module.ko*" || true)
-		if [[ " ${chosen[*]} " != *" $k "* ]]; then
-			[[ -z $ko ]] || fail "$k: $ko, though the postinst did not choose $k"
-			echo "  $k: not chosen by the postinst (running and newest kernel only, unless autoinstall_all_kernels)"
-		elif [[ ! -e /lib/modules/$k/build/include ]]; then
-			[[ -z $ko ]] || fail "$k: $ko without headers?"
-			echo "  $k: no headers: the postinst skipped it"
-		elif why=$(exclusion "$k" "$arch") && [[ $why ]]; then
-			[[ -z $ko ]] || fail "$k: $ko, though DKMS should skip it: $why"
-			echo "  $k: skipped by DKMS: $why"
-		else
-			v=$(dkms status -m "$pkg_name" -v "$pkg_version" -k "$k" 2> /dev/null)
-			[[ $v == *": installed" ]] || fail "$k: dkms status says '$v'"
-			[[ $ko && $ko != *$'\n'* ]] || fail "$k: no $module.ko* in /lib/modules/$k/updates/dkms"
-			v=$(modinfo -F vermagic "$ko")
-			[[ ${v%% *} == "$k" ]] || fail "$ko: vermagic '$v'"
-			v=$(modinfo -F version "$ko")
-			[[ $v == "$pkg_version" ]] || fail "$ko: version '$v'"
-			# What modules-load.d and modprobe will load: depmod indexed it.
-			v=$(modprobe --show-depends -S "$k" "$module" 2>&1 || true)
-			[[ $v == "insmod $ko"* ]] || fail "$k: modprobe would load '$v', not $ko"
-			# DKMS signs whenever it finds sign-file; Debian's headers have it.
-			v=$(modinfo -F signer "$ko")
-			[[ $v || ! -x /lib/modules/$k/build/scripts/sign-file ]] || fail "$ko: not signed"
-			echo "  $k: installed $ko (modprobe finds it; signer: ${v:-unsigned})"
-			n=$((n + 1))
-		fi
-	done
-	[[ $n -gt 0 ]] || fail "the module was installed for no kernel"
-	echo "  built and installed for $n kernel(s)"
-}
-
-purge() {
-	local k v
-	if ! dpkg --purge "$deb_pkg" > "$out/purge.log" 2>&1; then
-		sed 's/^/  | /' "$out/purge.log"
-		fail "dpkg --purge $deb_pkg failed, see $out/purge.log"
-	fi
-	installed_by_us=
-	grep -E 'Deleting|completely' "$out/purge.log" | sed 's/^/  | /' || true
-	v=$(dpkg-query -W -f '${db:Status-Abbrev}' "$deb_pkg" 2>/dev/null || true)
-	[[ -z ${v// /} || $v == un* ]] || fail "dpkg status of $deb_pkg is '$v' after the purge"
-	v=$(dkms status -m "$pkg_name" 2> /dev/null)
-	[[ -z $v ]] || fail "dkms status after the purge: $v"
-	[[ ! -e /var/lib/dkms/$pkg_name ]] || fail "/var/lib/dkms/$pkg_name left"
-	[[ ! -e $src ]] || fail "$src left"
-	v=$(find /lib/modules -name "$module.ko*")
-	[[ -z $v ]] || fail "left: $v"
-	for k in "${chosen[@]}"; do
-		! modprobe --show-depends -S "$k" "$module" > /dev/null 2>&1 ||
-			fail "$k: modprobe still finds $module (stale modules.dep)"
-	done
-	echo "  no package, no DKMS entry, no $src, no $module.ko*, not in any modules.dep"
+install_use_purge() {
+	local st=0
+	"$top/scripts/packaging/deb-install-check.sh" "$out" "$out/results" || st=$?
+	[[ $st -ne $KSFT_SKIP ]] || skip "install: see above"
+	[[ $st -eq 0 ]] || fail "deb-install-check.sh failed (exit $st)"
+	check_results "$out/results"
 }
 
 timed build build
+timed lintian run_lintian
 timed inspect inspect
 [[ -z $build_only ]] || exit "$KSFT_PASS"
 command -v dkms > /dev/null || skip "dkms is not installed"
-[[ $(id -u) -eq 0 ]] || skip "dkms install and dpkg -i need root"
+[[ $(id -u) -eq 0 ]] || skip "dkms install and apt install need root"
 timed dkms dkms_private
-install_preconditions
-timed install install_pkg
-timed purge purge
+timed install install_use_purge
 exit "$KSFT_PASS"

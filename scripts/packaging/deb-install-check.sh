@@ -1,0 +1,302 @@
+#!/bin/bash
+# shellcheck disable=SC2317 # the steps are functions run through timed()
+# SPDX-License-Identifier: GPL-2.0
+#
+# Install the project's packages as a fleet does, use each one, purge them,
+# and check that nothing of them is left.  Run as root: on this machine by
+# deb-check.sh, inside a fresh Debian root by fresh-root-check.sh.
+#
+#   scripts/packaging/deb-install-check.sh [--then COMMAND] DEBDIR RESULTDIR
+#
+# Steps, each timed:
+#   install  apt-get install ./*.deb from DEBDIR: apt brings in what they
+#            depend on (dkms, a compiler, ...), the dkms postinst builds
+#            the module
+#   dkms     for each kernel the postinst chose: installed in
+#            updates/dkms, the version, signed, found by modprobe
+#   library  a program built against libtsc-dev through pkg-config, once
+#            linked with libtsc.so.0 and once with libtsc.a, runs
+#   tools    each answers --help; tsc-report --json into RESULTDIR, with
+#            the schema the package installed
+#   service  the timer is neither enabled nor started; the service's own
+#            ExecStart, pointed at a scratch directory, writes tsc.prom
+#            (copied to RESULTDIR)
+#   then     COMMAND (sh -c), if given, while the packages are installed:
+#            its failure fails the check (fresh-root-check.sh boots a
+#            guest there that loads the module)
+#   purge    apt-get purge of the four and of every package the install
+#            brought in: the package set is what it was, no file of the
+#            packages is left, nor any DKMS entry or module file
+# The caller checks RESULTDIR with what a fresh root lacks (python3's
+# jsonschema, promtool): common.sh's check_results.
+#
+# Exit: 0 pass, 1 fail, 4 skip (not root, or any of it already here: a real
+# install, left alone).
+set -Eeuo pipefail
+
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/common.sh"
+
+then_cmd=
+if [[ ${1:-} == --then ]]; then
+	then_cmd=${2:?usage}
+	shift 2
+fi
+[[ $# -eq 2 && -n $1 && -n $2 ]] || { echo "usage: $0 [--then COMMAND] DEBDIR RESULTDIR" >&2; exit 2; }
+out=$(cd "$1" && pwd)
+mkdir -p "$2"
+results=$(cd "$2" && pwd)
+work=$(mktemp -d)
+textfile_dir=/var/lib/prometheus/node-exporter
+unit=/lib/systemd/system/tsc-report-prometheus.service
+src=/usr/src/$pkg_name-$pkg_version
+export DEBIAN_FRONTEND=noninteractive
+
+debs=()
+for p in "${deb_packages[@]}"; do
+	debs+=("$(deb_file "$p")")
+	[[ -f ${debs[-1]} ]] || fail "no ${debs[-1]}: run deb-check.sh first"
+done
+
+installed_by_us=
+chosen=()
+
+# Every package dpkg has (any state but purged), with its version and
+# state, to compare before and after.
+package_set() {
+	dpkg-query -W -f '${Package}:${Architecture} ${Version} ${db:Status-Abbrev}\n' |
+		awk '$3 != "un" && $3 != "pn"' | LC_ALL=C sort
+}
+
+# The packages there now that were not there before.
+added_packages() {
+	LC_ALL=C comm -13 <(cut -d' ' -f1 "$work/before") <(package_set | cut -d' ' -f1)
+}
+
+# Whatever the install added, purged: also after a failure half-way.
+purge_added() {
+	local -a added
+	mapfile -t added < <(added_packages)
+	[[ ${#added[@]} -eq 0 ]] || apt-get purge -y "${added[@]}"
+}
+
+cleanup() {
+	local rc=$?
+	trap - ERR
+	if [[ $installed_by_us ]]; then
+		echo "cleanup: purging what this run installed"
+		purge_added >> "$work/cleanup.log" 2>&1 ||
+			echo "cleanup: the purge failed: $(tail -n 3 "$work/cleanup.log")"
+	fi
+	rm -rf "$work"
+	print_times
+	exit "$rc"
+}
+trap cleanup EXIT
+
+# Nothing of the packages may be here already: the install would replace
+# someone's (the postinst runs dkms remove on the same version, dpkg
+# overwrites files no package owns) and the purge would remove it.
+preconditions() {
+	local p st v f
+	[[ $(id -u) -eq 0 ]] || skip "apt-get install needs root"
+	for p in "${deb_packages[@]}"; do
+		st=$(dpkg-query -W -f '${db:Status-Abbrev}' "$p" 2> /dev/null || true)
+		[[ -z ${st// /} || $st == un* ]] ||
+			skip "$p is on this machine already (dpkg status '${st% }'): not touching a real install"
+	done
+	[[ ! -e /var/lib/dkms/$pkg_name ]] ||
+		skip "DKMS has $pkg_name already (/var/lib/dkms/$pkg_name): not touching a real install"
+	v=$(compgen -G "/usr/src/$pkg_name-*") && skip "$v exists: not touching a real install"
+	v=$(find /lib/modules -name "$module.ko*" -print -quit 2> /dev/null)
+	[[ -z $v ]] || skip "$v exists (make install?): not touching a real install"
+	[[ ! -e /sys/module/$module ]] || skip "$module is loaded"
+	[[ ! -e /etc/dkms/no-autoinstall ]] || skip "/etc/dkms/no-autoinstall: the postinst would build nothing"
+	for f in "${debs[@]}"; do
+		while IFS= read -r p; do
+			[[ -d $p || ! -e $p ]] || skip "$p exists, owned by no package of ours (make install?): not touching it"
+		done < <(dpkg-deb --fsys-tarfile "$f" | tar -t | sed 's|^\./|/|')
+	done
+}
+
+install_pkgs() {
+	local p st
+	package_set > "$work/before"
+	installed_by_us=1
+	# The library test needs pkg-config; a fresh root has none, and then
+	# it goes with the rest at the purge.
+	command -v pkg-config > /dev/null || p=pkgconf
+	if ! apt-get install -y --no-install-recommends "${debs[@]}" ${p:+"$p"} > "$results/install.log" 2>&1; then
+		tail -n 30 "$results/install.log" | sed 's/^/  | /'
+		fail "apt-get install of the packages failed, see $results/install.log"
+	fi
+	# dpkg ends the maintainer scripts' lines with \r\n under apt.
+	sed -i 's/\r$//' "$results/install.log"
+	for p in "${deb_packages[@]}"; do
+		st=$(dpkg-query -W -f '${db:Status-Abbrev}' "$p")
+		[[ $st == "ii " ]] || fail "dpkg status of $p is '$st' after the install"
+	done
+	echo "  installed: ${deb_packages[*]}, and what they brought in:" \
+		"$(added_packages | awk -v d="^$pkg_name-dkms:" '$0 !~ d && !/^(libtsc|tsc-tools:)/' | tr '\n' ' ')"
+}
+
+# The postinst's decisions, then the module for each kernel it chose.
+check_dkms() {
+	local k ko why v n=0
+	# Its build output goes to /dev/null, and DKMS's readelf probe of 6.12
+	# headers warns on stderr: not shown.
+	grep -E 'Building for|belongs to a chroot|Skipped|skipped|Installing to|Error' \
+		"$results/install.log" | sed 's/^/  | /' || true
+	# "Building for A, B and C": the kernels it chose.
+	v=$(sed -n 's/^Building for //p' "$results/install.log")
+	[[ $v ]] || fail "the postinst named no kernel to build for"
+	for k in ${v//,/ }; do
+		[[ $k == and ]] || chosen+=("$k")
+	done
+	for k in /lib/modules/*; do
+		k=${k##*/}
+		ko=$(compgen -G "/lib/modules/$k/updates/dkms/$module.ko*" || true)
+		if [[ " ${chosen[*]} " != *" $k "* ]]; then
+			[[ -z $ko ]] || fail "$k: $ko, though the postinst did not choose $k"
+			echo "  $k: not chosen by the postinst (running and newest kernel only, unless autoinstall_all_kernels)"
+		elif [[ ! -e /lib/modules/$k/build/include ]]; then
+			[[ -z $ko ]] || fail "$k: $ko without headers?"
+			echo "  $k: no headers: the postinst skipped it"
+		elif why=$(exclusion "$k" "$(uname -m)") && [[ $why ]]; then
+			[[ -z $ko ]] || fail "$k: $ko, though DKMS should skip it: $why"
+			echo "  $k: skipped by DKMS: $why"
+		else
+			v=$(dkms status -m "$pkg_name" -v "$pkg_version" -k "$k" 2> /dev/null)
+			[[ $v == *": installed" ]] || fail "$k: dkms status says '$v'"
+			[[ $ko && $ko != *$'\n'* ]] || fail "$k: no $module.ko* in /lib/modules/$k/updates/dkms"
+			v=$(modinfo -F vermagic "$ko")
+			[[ ${v%% *} == "$k" ]] || fail "$ko: vermagic '$v'"
+			v=$(modinfo -F version "$ko")
+			[[ $v == "$pkg_version" ]] || fail "$ko: version '$v'"
+			# What modules-load.d and modprobe will load: depmod indexed it.
+			v=$(modprobe --show-depends -S "$k" "$module" 2>&1 || true)
+			[[ $v == "insmod $ko"* ]] || fail "$k: modprobe would load '$v', not $ko"
+			# DKMS signs whenever it finds sign-file; Debian's headers have it.
+			v=$(modinfo -F signer "$ko")
+			[[ $v || ! -x /lib/modules/$k/build/scripts/sign-file ]] || fail "$ko: not signed"
+			echo "  $k: installed $ko (modprobe finds it; signer: ${v:-unsigned})"
+			n=$((n + 1))
+		fi
+	done
+	[[ $n -gt 0 ]] || fail "the module was installed for no kernel"
+	echo "  built and installed for $n kernel(s)"
+}
+
+check_library() {
+	local v
+	cat > "$work/use.c" <<-'EOF'
+	#include <stdio.h>
+	#include <tsc.h>
+
+	int main(void)
+	{
+		struct tsc_clock clk;
+		uint64_t a, b;
+
+		if (tsc_clock_init(&clk, NULL))
+			return fprintf(stderr, "%s\n", tsc_last_error()), 1;
+		a = tsc_now(&clk);
+		b = tsc_now(&clk);
+		printf("%s %.0f Hz\n", tsc_source_name(clk.freq.source), clk.freq.hz);
+		return b < a;
+	}
+	EOF
+	# shellcheck disable=SC2046 # pkg-config's words are separate arguments
+	cc -std=c11 -Wall -Wextra -Werror "$work/use.c" $(pkg-config --cflags --libs libtsc) -o "$work/use-shared" ||
+		fail "a program built with pkg-config --cflags --libs libtsc does not compile"
+	# (/lib is /usr/lib, usrmerge.)
+	v=$(ldd "$work/use-shared" | awk '$1 == "libtsc.so.0" { print $3 }')
+	[[ $v && $(realpath "$v") == "$(realpath "$(dpkg-query -L libtsc0 | grep '/libtsc.so.0$')")" ]] ||
+		fail "use-shared is linked with '$v', not the installed libtsc.so.0"
+	v=$("$work/use-shared") || fail "use-shared failed: $v"
+	echo "  linked with $(ldd "$work/use-shared" | awk '$1 == "libtsc.so.0" { print $3 }'): $v"
+	# shellcheck disable=SC2046
+	cc -std=c11 "$work/use.c" $(pkg-config --cflags libtsc) -Wl,-Bstatic $(pkg-config --static --libs libtsc) \
+		-Wl,-Bdynamic -o "$work/use-static" || fail "a program linked with libtsc.a does not build"
+	! ldd "$work/use-static" | grep -q libtsc || fail "use-static is linked with libtsc.so"
+	v=$("$work/use-static") || fail "use-static failed: $v"
+	echo "  linked with libtsc.a: $v"
+}
+
+check_tools() {
+	local t st
+	for t in tsc-coreclock tsc-interference tsc-jitter tsc-report; do
+		"$t" --help | grep -q "^Usage: $t" || fail "$t --help: no usage"
+	done
+	st=0
+	tsc-report --json > "$results/tsc-report.json" || st=$?
+	[[ $st -le 1 ]] || fail "tsc-report --json exited $st"
+	cp /usr/share/tsc/tsc-report.schema.json "$results/"
+	echo "  the four tools answer --help; tsc-report --json exit $st (the verdict)"
+}
+
+check_service() {
+	local cmd st
+	[[ ! -e /etc/systemd/system/timers.target.wants/tsc-report-prometheus.timer ]] ||
+		fail "the package enabled tsc-report-prometheus.timer"
+	grep -qx "ConditionPathIsDirectory=$textfile_dir" "$unit" || fail "$unit: no ConditionPathIsDirectory=$textfile_dir"
+	grep -qx "ReadWritePaths=$textfile_dir" "$unit" || fail "$unit: no ReadWritePaths=$textfile_dir"
+	cmd=$(sed -n 's/^ExecStart=//p' "$unit")
+	[[ $cmd == *" $textfile_dir/tsc.prom" ]] || fail "$unit: ExecStart=$cmd does not write into $textfile_dir"
+	# Its own command, run as systemd would (no shell), into a scratch
+	# directory: exit 0 or 1 (SuccessExitStatus=1), the file in place.
+	mkdir "$work/textfile"
+	read -r -a cmd <<< "${cmd/$textfile_dir/$work/textfile}"
+	st=0
+	"${cmd[@]}" || st=$?
+	[[ $st -le 1 ]] || fail "the service's command exited $st"
+	[[ $(ls -A "$work/textfile") == tsc.prom ]] || fail "the service's command left: $(ls -A "$work/textfile")"
+	cp "$work/textfile/tsc.prom" "$results/"
+	echo "  timer not enabled; ExecStart exit $st wrote tsc.prom alone"
+}
+
+run_then() {
+	sh -c "$then_cmd" || fail "--then: '$then_cmd' exited $?"
+}
+
+purge() {
+	local p v
+	for p in "${deb_packages[@]}"; do
+		dpkg-query -L "$p"
+	done | sort -u > "$work/files"
+	if ! purge_added > "$results/purge.log" 2>&1; then
+		tail -n 30 "$results/purge.log" | sed 's/^/  | /'
+		fail "apt-get purge failed, see $results/purge.log"
+	fi
+	installed_by_us=
+	grep -E 'Deleting|completely' "$results/purge.log" | sed 's/^/  | /' || true
+	if ! diff -u "$work/before" <(package_set) > "$work/packages.diff"; then
+		sed 's/^/  | /' "$work/packages.diff"
+		fail "the package set is not what it was before the install"
+	fi
+	while IFS= read -r p; do
+		[[ -d $p || ! -e $p ]] || fail "$p left after the purge"
+	done < "$work/files"
+	v=$(dkms status -m "$pkg_name" 2> /dev/null || true)
+	[[ -z $v ]] || fail "dkms status after the purge: $v"
+	[[ ! -e /var/lib/dkms/$pkg_name ]] || fail "/var/lib/dkms/$pkg_name left"
+	[[ ! -e $src ]] || fail "$src left"
+	v=$(find /lib/modules -name "$module.ko*")
+	[[ -z $v ]] || fail "left: $v"
+	for k in "${chosen[@]}"; do
+		! modprobe --show-depends -S "$k" "$module" > /dev/null 2>&1 ||
+			fail "$k: modprobe still finds $module (stale modules.dep)"
+	done
+	echo "  the package set as before ($(wc -l < "$work/before") packages); none of the" \
+		"$(wc -l < "$work/files") paths of ours left; no DKMS entry, no $module.ko*, not in any modules.dep"
+}
+
+preconditions
+timed install install_pkgs
+timed dkms check_dkms
+timed library check_library
+timed tools check_tools
+timed service check_service
+[[ -z $then_cmd ]] || timed "then" run_then
+timed purge purge
+exit "$KSFT_PASS"
