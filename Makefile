@@ -145,7 +145,7 @@ clean:
 	rm -rf $(BUILD)
 
 deps-run deps-check: deps-%:
-	@scripts/install-deps.sh $*
+	@RUN_IN_GUEST=$(RUN_IN_GUEST) scripts/install-deps.sh $*
 
 # checkpatch.pl and the kselftest headers, from Debian's linux-source-6.1.
 LINUX_SOURCE := $(BUILD)/linux-source
@@ -301,19 +301,23 @@ check-host: module selftests
 	TSCFK_FAKE_KO=$(call FAKE_KO,$(HOST_RELEASE)) \
 		selftests/run_tests.sh tsc_freq_khz.ko $(BUILD)/selftests
 
-# Show what the module exports and what it means: on this kernel if it
-# takes modules, else in a guest booting the newest installed kernel.
-# show.sh exits 1 for "not trustworthy": a finding, not a failure.
+# Show what the module exports and what libtsc concludes from it: on this
+# kernel if it takes modules (unless RUN_IN_GUEST=1), else in a guest
+# booting the newest installed kernel.  show.sh exits 1 for "not
+# trustworthy": a finding, not a failure.
+RUN_IN_GUEST ?=
+SHOW = scripts/show.sh --load $(1) --tsc-report $(BUILD)/userspace/tsc-report
 show:
-	@if [ -e /proc/modules ]; then \
-		$(MAKE) -s module && scripts/show.sh --load tsc_freq_khz.ko; \
+	@mkdir -p $(BUILD) && $(MAKE) -s lib > $(BUILD)/lib.log 2>&1 || { cat $(BUILD)/lib.log; exit 2; }
+	@if [ -e /proc/modules ] && [ -z "$(RUN_IN_GUEST)" ]; then \
+		$(MAKE) -s module && $(call SHOW,tsc_freq_khz.ko); \
 	else \
 		k=$(NEWEST_GENERIC); \
 		test -n "$$k" || { echo "no kernel in /boot with 9p to boot: make deps-run" >&2; exit 2; }; \
 		$(MAKE) -s $(BUILD)/kbuild/$$k/tsc_freq_khz.ko && \
 		echo "This kernel cannot load modules: booting $$k in QEMU with 2 CPUs" && \
 		scripts/vm/run-in-vm.sh --quiet --kernel $$k --smp 2 -- \
-			scripts/show.sh --load $(BUILD)/kbuild/$$k/tsc_freq_khz.ko; \
+			$(call SHOW,$(BUILD)/kbuild/$$k/tsc_freq_khz.ko); \
 	fi || [ $$? -eq 1 ]
 
 .PHONY: all module lib lib-check lib-lint lib-coverage bench bench-smoke fuzz install install-module install-lib \

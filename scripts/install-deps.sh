@@ -20,8 +20,9 @@ guest="qemu-system-x86 busybox-static cpio"
 case "${1:-}" in
 run)
 	pkgs="$build $guest $kernels"
-	# With module support, the running kernel's headers are enough.
-	if [ -e /proc/modules ]; then
+	# With module support, the running kernel's headers are enough
+	# (unless make run is to boot a guest all the same).
+	if [ -e /proc/modules ] && [ -z "${RUN_IN_GUEST:-}" ]; then
 		pkgs="$build linux-headers-$(uname -r)"
 	fi ;;
 check)

@@ -2,19 +2,27 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Print everything tsc_freq_khz exports, with units, and what it means.
-# Usage: show.sh [--load MODULE.ko]
+# Usage: show.sh [--load MODULE.ko] [--tsc-report TOOL]
 #   --load: insmod the module first (root), unless it is loaded already.
-# Exit: 0 if the TSC can be trusted across CPUs, 1 if not, 2 on error.
+#   --tsc-report: then what libtsc concludes, from that tsc-report.
+# Exit: 0 if the TSC can be trusted across CPUs, 1 if not, 2 on error
+# (tsc-report failing is an error too).
 
 set -u
 cpu=/sys/devices/system/cpu
 tsc=$cpu/tsc
+usage="usage: show.sh [--load MODULE.ko] [--tsc-report TOOL]"
 
-if [ "${1:-}" = --load ]; then
-	ko=${2:?usage: show.sh [--load MODULE.ko]}
-	if [ ! -d /sys/module/tsc_freq_khz ]; then
-		insmod "$ko" || { echo "show: cannot load $ko" >&2; exit 2; }
-	fi
+ko= report=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--load) ko=${2:?$usage}; shift 2 ;;
+	--tsc-report) report=${2:?$usage}; shift 2 ;;
+	*) echo "$usage" >&2; exit 2 ;;
+	esac
+done
+if [ -n "$ko" ] && [ ! -d /sys/module/tsc_freq_khz ]; then
+	insmod "$ko" || { echo "show: cannot load $ko" >&2; exit 2; }
 fi
 if [ ! -d "$tsc" ]; then
 	echo "show: $tsc missing: is tsc_freq_khz loaded?" >&2
@@ -60,8 +68,20 @@ why=()
 echo
 if [ ${#why[@]} -eq 0 ]; then
 	echo "Verdict: TSC trustworthy across CPUs: yes"
-	exit 0
+	st=0
+else
+	echo "Verdict: TSC trustworthy across CPUs: no, because"
+	printf '  - %s\n' "${why[@]}"
+	st=1
 fi
-echo "Verdict: TSC trustworthy across CPUs: no, because"
-printf '  - %s\n' "${why[@]}"
-exit 1
+
+# The library's view: what a program using libtsc gets from all this.
+if [ -n "$report" ]; then
+	echo
+	echo "What libtsc concludes ($report):"
+	"$report"
+	r=$?
+	# 0 and 1 are its verdict; anything else is a failure.
+	[ $r -le 1 ] || { echo "show: $report failed (exit $r)" >&2; exit 2; }
+fi
+exit $st
