@@ -70,11 +70,11 @@ bench: lib
 		$(BUILD)/bench/offsets_bench; \
 	else \
 		k=$(NEWEST_GENERIC); \
-		$(MAKE) -s $(BUILD)/kbuild/$$k/tsc_freq_khz.ko && \
+		$(MAKE) -s module KDIR=/lib/modules/$$k/build && \
 		for n in 2 4; do \
 			echo "offsets_bench in a guest of $$k with $$n CPUs:"; \
 			scripts/vm/run-in-vm.sh --quiet --kernel $$k --smp $$n -- sh -c \
-				"insmod $(BUILD)/kbuild/$$k/tsc_freq_khz.ko && $(BUILD)/bench/offsets_bench"; \
+				"insmod tsc_freq_khz.ko && $(BUILD)/bench/offsets_bench"; \
 		done; \
 	fi
 
@@ -314,10 +314,10 @@ show:
 	else \
 		k=$(NEWEST_GENERIC); \
 		test -n "$$k" || { echo "no kernel in /boot with 9p to boot: make deps-run" >&2; exit 2; }; \
-		$(MAKE) -s $(BUILD)/kbuild/$$k/tsc_freq_khz.ko && \
-		echo "This kernel cannot load modules: booting $$k in QEMU with 2 CPUs" && \
+		$(MAKE) -s module KDIR=/lib/modules/$$k/build && \
+		echo "Booting $$k in QEMU with 2 CPUs$(if $(RUN_IN_GUEST),, (this kernel cannot load modules))" && \
 		scripts/vm/run-in-vm.sh --quiet --kernel $$k --smp 2 -- \
-			$(call SHOW,$(BUILD)/kbuild/$$k/tsc_freq_khz.ko); \
+			$(call SHOW,tsc_freq_khz.ko); \
 	fi || [ $$? -eq 1 ]
 
 .PHONY: all module lib lib-check lib-lint lib-coverage bench bench-smoke fuzz install install-module install-lib \
