@@ -13,7 +13,7 @@ cpu=/sys/devices/system/cpu
 tsc=$cpu/tsc
 usage="usage: show.sh [--load MODULE.ko] [--tsc-report TOOL]"
 
-ko= report=
+ko='' report=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--load) ko=${2:?$usage}; shift 2 ;;
