@@ -228,6 +228,14 @@ deb-check:
 	scripts/packaging/dkms-exclusive-check.sh $(BUILD)
 	scripts/packaging/deb-check.sh $(BUILD)/deb || [ $$? -eq 4 ]
 
+# The README's set-up where nothing is installed: a clean bookworm root in
+# which a clone of HEAD runs make run to its verdict (twice), then the
+# packages of build/deb (make deb, or deb-check) installed with apt, used
+# (in a guest too, with the module loaded), purged, nothing left.  The
+# root tarball and apt's downloads are cached in FRESH_ROOT_CACHE.
+fresh-root-check:
+	scripts/fresh-root-check.sh $(BUILD)/deb $(BUILD)
+
 # Boot each kernel at each CPU count and run the selftests on the DKMS-built
 # module.  run-in-vm.sh fails on a panic, an oops, a WARN or a timeout, and
 # we fail on any "not ok" as well.
@@ -284,6 +292,7 @@ check-all:
 	$(MAKE) kbuild-check
 	$(MAKE) install-check
 	$(MAKE) deb-check
+	$(MAKE) fresh-root-check
 	$(MAKE) check-unit
 	$(MAKE) lib-check
 	$(MAKE) lib-lint
@@ -323,4 +332,4 @@ show:
 .PHONY: all module lib lib-check lib-lint lib-coverage bench bench-smoke fuzz install install-module install-lib \
 	install-check clean linux-source style kbuild-check selftests \
 	check-unit dkms-check vm-check $(VM_RUNS) vm-notsc vm-bench-smoke vm-scaling check check-all \
-	check-host run show deps-run deps-check deb deb-check
+	check-host run show deps-run deps-check deb deb-check fresh-root-check

@@ -318,9 +318,10 @@ $(printf '/usr/share/tsc/%s.schema.json\n' "${tools[@]}")
 	# it (was-enabled); deb-install-check.sh sees it disabled after install.
 	! grep -qs 'deb-systemd-invoke' "$out/control/tsc-tools/"{postinst,prerm,postrm} ||
 		fail "tsc-tools: a maintainer script starts or stops a unit"
-	[[ $(grep -c 'deb-systemd-helper enable' "$out/control/tsc-tools/postinst") -eq 1 ]] &&
-		grep -B2 'deb-systemd-helper enable' "$out/control/tsc-tools/postinst" | grep -q 'was-enabled' ||
+	if [[ $(grep -c 'deb-systemd-helper enable' "$out/control/tsc-tools/postinst") -ne 1 ]] ||
+		! grep -B2 'deb-systemd-helper enable' "$out/control/tsc-tools/postinst" | grep -q 'was-enabled'; then
 		fail "tsc-tools: the postinst enables the timer other than where it was enabled before"
+	fi
 	echo "  units: systemd-analyze verify clean; not started, enabled only again where it was (was-enabled)"
 }
 

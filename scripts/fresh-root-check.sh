@@ -1,0 +1,238 @@
+#!/bin/bash
+# shellcheck disable=SC2317 # the steps are functions run through timed()
+# SPDX-License-Identifier: GPL-2.0
+#
+# The README's set-up, proven where nothing is installed: a clean Debian
+# bookworm root (mmdebstrap, minbase, plus git and make, which the README
+# asks for) in which a clean clone of HEAD runs 'make run' to its verdict,
+# twice (the second run installs nothing); then the project's packages
+# installed there with apt, used (also with the DKMS-built module loaded,
+# in a guest booted from that root), purged, and nothing of them left.
+#
+#   scripts/fresh-root-check.sh DEBDIR WORKDIR
+#
+# DEBDIR holds the .debs (deb-check.sh made them); WORKDIR gets the root
+# and the logs.  The host's packages are not touched: everything is
+# installed inside the root, which runs in its own mount namespace.
+#
+# Cache, outside the clone (FRESH_ROOT_CACHE, default
+# /var/cache/tsc-freq-khz/fresh-root): the minbase tarball, keyed by what
+# makes it (suite, variant, packages, the host's Debian sources and apt
+# Acquire settings), and apt's downloaded .debs, so that later runs skip
+# the downloads but still install everything.
+#
+# Steps, each timed:
+#   root      the tarball (made, or taken from the cache) unpacked
+#   clone     git clone of this repository's HEAD into /root/tsc_freq_khz
+#   run       make run, from nothing: must print the verdict
+#   rerun     make run again: must install nothing
+#   packages  deb-install-check.sh inside the root: apt install ./*.deb,
+#             use, a guest with the module loaded by modprobe running
+#             tsc-report --json, purge; then the outputs checked here
+#   left      every path of the root as before the packages, but for the
+#             package manager's own records and logs
+#
+# Exit: 0 pass, 1 fail, 4 skip (not root, or no mmdebstrap).
+set -Eeuo pipefail
+
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/packaging/common.sh"
+
+[[ $# -eq 2 && -n $1 && -n $2 ]] || { echo "usage: $0 DEBDIR WORKDIR" >&2; exit 2; }
+debdir=$(cd "$1" && pwd)
+mkdir -p "$2"
+work=$(cd "$2" && pwd)/fresh-root
+mkdir -p "$work"
+cache=${FRESH_ROOT_CACHE:-/var/cache/tsc-freq-khz/fresh-root}
+suite=bookworm
+variant=minbase
+# What a fresh machine has before the README's first command: git to
+# clone, make to type it.
+include=git,make,ca-certificates
+root=$work/root
+clone=/root/tsc_freq_khz
+modules=
+[[ ! -e /proc/modules ]] || modules=1
+
+cleanup() {
+	local rc=$?
+	trap - ERR
+	print_times
+	case $rc in
+	0) echo "fresh-root-check: PASS"; rm -rf "$root" ;;
+	4) echo "fresh-root-check: SKIP" ;;
+	130) echo "fresh-root-check: interrupted" ;;
+	*) echo "fresh-root-check: FAIL (the root is kept in $root)" ;;
+	esac
+	exit "$rc"
+}
+trap cleanup EXIT
+
+[[ $(id -u) -eq 0 ]] || skip "a chroot needs root"
+command -v mmdebstrap > /dev/null || skip "no mmdebstrap (apt-get install mmdebstrap)"
+git -C "$top" rev-parse --verify -q HEAD > /dev/null || skip "$top is not a git repository: nothing to clone"
+head=$(git -C "$top" rev-parse HEAD)
+[[ -z $(git -C "$top" status --porcelain --untracked-files=no) ]] ||
+	echo "note: $top has uncommitted changes; the fresh root tests HEAD, $head, without them"
+
+# Debian's archive as apt is configured here: the deb822 sources of
+# bookworm (or the one-line list), and the Acquire settings that reach it.
+sources=
+for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
+	if [[ -s $f ]] && grep -q '^[^#]' "$f"; then
+		sources=$f
+		break
+	fi
+done
+[[ $sources ]] || fail "no Debian sources in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
+mapfile -t aptopts < <(grep -l '^Acquire::' /etc/apt/apt.conf.d/* 2> /dev/null || true)
+key=$( { echo "$suite $variant $include"; cat "$sources" "${aptopts[@]}"; } | sha256sum | cut -c1-16)
+tarball=$cache/$suite-$variant-$key.tar
+
+echo "fresh-root-check: HEAD $head in a $suite $variant root (+$include), sources $sources"
+
+make_root() {
+	local -a opts=()
+	mkdir -p "$cache/archives/partial"
+	if [[ -f $tarball ]]; then
+		echo "  cached: $tarball ($(du -h "$tarball" | cut -f1))"
+	else
+		for f in "${aptopts[@]}"; do opts+=(--aptopt="$f"); done
+		echo "  making $tarball"
+		if ! mmdebstrap --quiet --mode=root --format=tar --variant="$variant" --include="$include" \
+			"${opts[@]}" "$suite" "$tarball.tmp" "$sources" > "$work/mmdebstrap.log" 2>&1; then
+			tail -n 20 "$work/mmdebstrap.log" | sed 's/^/  | /'
+			rm -f "$tarball.tmp"
+			fail "mmdebstrap failed, see $work/mmdebstrap.log"
+		fi
+		mv "$tarball.tmp" "$tarball"
+		# Older tarballs of this kind: replaced.
+		find "$cache" -maxdepth 1 -name "$suite-$variant-*.tar" ! -name "${tarball##*/}" -delete
+	fi
+	rm -rf "$root" && mkdir -p "$root"
+	tar -C "$root" -xf "$tarball"
+	cp /etc/resolv.conf "$root/etc/resolv.conf"
+	echo "  $root: $(du -sh "$root" | cut -f1)"
+}
+
+clone() {
+	git clone -q --no-hardlinks "$top" "$root$clone"
+	git -C "$root$clone" checkout -q "$head"
+	echo "  $clone at $(git -C "$root$clone" log --oneline -1)"
+}
+
+# in_root COMMAND: COMMAND (a string for sh -c) in the root, as root, with
+# what a machine has (/proc, /sys, /dev) and apt's download cache, in a
+# mount namespace of its own: the mounts end with it, whatever happens.
+in_root() {
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	unshare --mount --propagation private -- sh -ec '
+		root=$1 cache=$2
+		mount -t proc proc "$root/proc"
+		mount --rbind /sys "$root/sys"
+		mount --rbind /dev "$root/dev"
+		mount -t tmpfs tmpfs "$root/tmp"
+		mount --bind "$cache/archives" "$root/var/cache/apt/archives"
+		shift 2
+		exec chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+			/bin/sh -c "$1" </dev/null' sh "$root" "$cache" "$1"
+}
+
+# On a machine whose kernel loads modules, make run would load the module
+# into this kernel, the host's: the root is not a machine of its own, so
+# there it is told to boot a guest, as it does here anyway.
+run_make_run() {
+	local log=$work/$1.log
+	if ! in_root "cd $clone && make run${modules:+ RUN_IN_GUEST=1}" > "$log" 2>&1; then
+		tail -n 30 "$log" | sed 's/^/  | /'
+		fail "make run failed in the fresh root, see $log"
+	fi
+	grep -q '^Verdict: TSC trustworthy across CPUs: ' "$log" ||
+		fail "make run ended without a verdict, see $log"
+	grep -E '^(TSC frequency|Frequency|Verdict)' "$log" | sed 's/^/  | /'
+}
+
+run() {
+	run_make_run run
+	grep -q '^installing:' "$work/run.log" || fail "the first make run installed nothing?"
+}
+
+rerun() {
+	run_make_run rerun
+	! grep -q '^installing:' "$work/rerun.log" ||
+		fail "the second make run installed again: $(grep '^installing:' "$work/rerun.log")"
+	echo "  installed nothing"
+}
+
+# Every path in the root but those that the package manager, the kernel
+# or this check own, with its type (and /etc's files with their content).
+snapshot() {
+	(cd "$root" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev -o -path ./tmp \
+		-o -path ./run -o -path ".$clone" -o -path ./root/debs -o -path ./var/cache/apt \
+		-o -path ./var/lib/apt -o -path ./var/lib/dpkg -o -path ./var/log \
+		-o -path ./var/cache/debconf -o -path ./etc/ld.so.cache \) -prune -o -printf '%y %p\n' |
+		LC_ALL=C sort
+	 cd "$root" && find ./etc -xdev -type f ! -path ./etc/ld.so.cache -exec sha256sum {} + | LC_ALL=C sort -k2)
+}
+
+packages() {
+	local guest
+	rm -rf "$root/root/debs" && mkdir -p "$root/root/debs"
+	cp "$debdir"/*.deb "$root/root/debs/"
+	snapshot > "$work/before"
+	# With the packages in place: the DKMS-built module, loaded by
+	# modprobe in a guest booted from this root, and tsc-report reading it.
+	mkdir -p "$root$clone/build/fresh"
+	cat > "$root$clone/build/fresh/guest.sh" <<-EOF
+	modprobe $module || exit 2
+	tsc-report --json > build/fresh/module-report.json
+	st=\$?
+	[ \$st -le 1 ] || exit \$st
+	EOF
+	guest="scripts/vm/run-in-vm.sh --quiet --smp 2 --log build/fresh/guest.log -- sh build/fresh/guest.sh"
+	if ! in_root "cd $clone && scripts/packaging/deb-install-check.sh --then '$guest' /root/debs build/fresh" \
+		> "$work/packages.log" 2>&1; then
+		sed 's/^/  | /' "$work/packages.log"
+		fail "the packages' install, use or purge failed in the fresh root"
+	fi
+	sed 's/^/  | /' "$work/packages.log"
+	check_results "$root$clone/build/fresh"
+	check_module_report "$root$clone/build/fresh/module-report.json" \
+		"$root$clone/build/fresh/tsc-report.schema.json"
+}
+
+# The report from the guest: valid, and the offsets are the module's.
+check_module_report() {
+	local v
+	python3 -c 'import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' "$1" "$2" ||
+		fail "tsc-report's JSON with the module loaded does not validate"
+	v=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1]))
+print(j["offsets"]["source"], j["frequency"]["source"], j["kernel"]["unstable"])' "$1")
+	[[ $v == module\ * ]] || fail "with the module loaded, tsc-report's offsets are not the module's: $v"
+	echo "  in a guest booted from the root: modprobe $module, tsc-report --json valid" \
+		"(offsets, frequency, unstable: $v)"
+}
+
+# One exception, DKMS's signing key pair: DKMS makes it at its first build
+# and keeps it when purged, by design (it may be enrolled as a Machine
+# Owner Key, and other modules share it); the README says so.
+left() {
+	if ! diff -u "$work/before" <(snapshot |
+		grep -vx -e 'd ./var/lib/dkms' -e 'f ./var/lib/dkms/mok.key' -e 'f ./var/lib/dkms/mok.pub') \
+		> "$work/left.diff"; then
+		sed 's/^/  | /' "$work/left.diff"
+		fail "the root differs from before the packages ('-': gone, '+': left)"
+	fi
+	echo "  $(wc -l < "$work/before") paths and /etc's contents as before the packages" \
+		"(and DKMS's key pair: $(find "$root/var/lib/dkms" -mindepth 1 -printf '%f ' 2> /dev/null))"
+}
+
+timed root make_root
+timed clone clone
+timed run run
+timed rerun rerun
+timed packages packages
+timed left left
+exit "$KSFT_PASS"
