@@ -29,7 +29,7 @@ check)
 	pkgs="$build $guest $kernels $flavours linux-source-6.1 dkms sparse perl
 	      clang-14 libclang-rt-14-dev libabsl-dev g++ pkg-config
 	      python3-jsonschema prometheus clang-tidy cppcheck gcovr
-	      build-essential debhelper dh-dkms lintian systemd git mmdebstrap" ;;
+	      build-essential debhelper dh-dkms lintian systemd git mmdebstrap shellcheck" ;;
 *)
 	echo "usage: $0 run|check" >&2
 	exit 2 ;;

@@ -68,8 +68,8 @@ src=/usr/src/$pkg_name-$pkg_version
 arch=$(uname -m)
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2> /dev/null || echo x86_64-linux-gnu)
 # The files DKMS builds from, relative to the top: what the Makefile's
-# dkms-check copies (Kbuild Makefile dkms.conf module common), sources only.
-mapfile -t sources < <(cd "$top" && printf '%s\n' Kbuild Makefile dkms.conf \
+# dkms-check copies (Kbuild dkms.conf module common), sources only.
+mapfile -t sources < <(cd "$top" && printf '%s\n' Kbuild dkms.conf \
 	module/*.[ch] common/*.[ch] | sort)
 
 cleanup() {

@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# The kernel side's checks: checkpatch, the W=1/sparse build for every
+# kernel, the selftests' build and the estimator's unit test.  Included by
+# the top-level Makefile.
+
+# checkpatch.pl and the kselftest headers, from Debian's linux-source-6.1.
+LINUX_SOURCE := $(BUILD)/linux-source
+$(LINUX_SOURCE)/.extracted: /usr/src/linux-source-6.1.tar.xz
+	rm -rf $(LINUX_SOURCE) && mkdir -p $(LINUX_SOURCE)
+	tar -xJf $< -C $(LINUX_SOURCE) --strip-components=1 \
+		linux-source-6.1/scripts/checkpatch.pl \
+		linux-source-6.1/scripts/spelling.txt \
+		linux-source-6.1/scripts/const_structs.checkpatch \
+		linux-source-6.1/tools/testing/selftests/kselftest.h \
+		linux-source-6.1/tools/testing/selftests/kselftest_harness.h
+	touch $@
+linux-source: $(LINUX_SOURCE)/.extracted
+
+# checkpatch --strict for the kernel code (the shared estimator is plain
+# C11 on purpose, userspace compiles it too, so kernel type names are not
+# asked of it); shellcheck for the scripts that make check relies on.
+style: linux-source
+	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
+		-f module/*.[ch] selftests/kmod/*.c
+	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
+		--ignore PREFER_KERNEL_TYPES -f common/*.[ch]
+	shellcheck -x scripts/*.sh scripts/*/*.sh
+
+# W=1 and sparse (C=2) for every kernel, each in its own copy of the tree
+# so that builds for different kernels never share objects.  Any warning
+# fails.
+# The test module of selftests/kmod is built the same way, next to it.
+FAKE_KO = $(BUILD)/kbuild/$(1)/kmod/tscfk_fake_kernel_file.ko
+kbuild-check: $(foreach k,$(KERNELS),$(BUILD)/kbuild/$(k)/tsc_freq_khz.ko $(call FAKE_KO,$(k)))
+define kbuild_w1_sparse
+	$(MAKE) -C /lib/modules/$(1)/build M=$(@D) W=1 C=2 modules > $(@D)/build.log 2>&1 || { cat $(@D)/build.log; exit 1; }
+	@if grep -E 'warning|error' $(@D)/build.log; then rm -f $@; exit 1; fi
+	@echo "  $(1): $(@F): W=1 and sparse clean"
+endef
+$(BUILD)/kbuild/%/tsc_freq_khz.ko: $(SOURCES)
+	rm -rf $(@D) && mkdir -p $(@D) && cp -a Kbuild module common $(@D)/
+	$(call kbuild_w1_sparse,$*)
+$(BUILD)/kbuild/%/kmod/tscfk_fake_kernel_file.ko: selftests/kmod/Kbuild selftests/kmod/fake_kernel_file.c
+	rm -rf $(@D) && mkdir -p $(@D) && cp -a selftests/kmod/* $(@D)/
+	$(call kbuild_w1_sparse,$*)
+
+selftests: linux-source
+	$(MAKE) -C selftests OUTPUT=$(BUILD)/selftests KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests
+
+check-unit: selftests
+	$(BUILD)/selftests/estimator_test
+
+.PHONY: linux-source style kbuild-check selftests check-unit

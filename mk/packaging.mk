@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# How the project ships, checked: make install staged, DKMS, the Debian
+# packages, and the README's set-up in a fresh root.  Included by the
+# top-level Makefile.
+
+# make install, staged into DESTDIR, for every kernel, from a scratch copy
+# of the tree: the module must land where modprobe looks.
+install-check:
+	set -e; for k in $(KERNELS); do \
+		rm -rf $(BUILD)/install && mkdir -p $(BUILD)/install/src; \
+		cp -a Kbuild Makefile mk dkms.conf module common $(BUILD)/install/src/; \
+		$(MAKE) -s -C $(BUILD)/install/src install-module KERNELRELEASE=$$k \
+			DESTDIR=$(BUILD)/install/root > $(BUILD)/install/log 2>&1 || \
+			{ cat $(BUILD)/install/log; exit 1; }; \
+		ls $(BUILD)/install/root/lib/modules/$$k/updates/tsc_freq_khz.ko*; \
+	done
+	@# libtsc staged the same way, then used as a packager's user would.
+	$(MAKE) -s -C userspace install OUT=$(BUILD)/userspace PREFIX=/usr \
+		DESTDIR=$(BUILD)/install/root
+	printf '#include <tsc.h>\nint main(void) { return tsc_source_name(TSC_SOURCE_SYSFS)[0] != 0x73; }\n' \
+		> $(BUILD)/install/use.c
+	PKG_CONFIG_SYSROOT_DIR=$(BUILD)/install/root \
+	PKG_CONFIG_LIBDIR=$(BUILD)/install/root/usr/lib/pkgconfig \
+	PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1 \
+		sh -c 'cc $(BUILD)/install/use.c $$(pkg-config --cflags --libs libtsc) \
+			-Wl,-rpath,$(BUILD)/install/root/usr/lib -o $(BUILD)/install/use'
+	$(BUILD)/install/use
+	ls $(BUILD)/install/root/usr/share/man/man3/tsc_now.3 $(BUILD)/install/root/usr/lib/libtsc.so.0 \
+		$(BUILD)/install/root/usr/bin/tsc-report $(BUILD)/install/root/usr/share/tsc/tsc-report.schema.json \
+		$(BUILD)/install/root/usr/share/man/man1/tsc-report.1
+
+# DKMS exactly as a fleet uses it (add, build, install for every kernel),
+# but with private source, module and install trees instead of /usr/src,
+# /var/lib/dkms/<module> and /lib/modules.  Like any DKMS host, dkms makes
+# its signing key /var/lib/dkms/mok.key on first use, and its install step
+# re-runs depmod for the kernel (the index stays the same: the module is
+# installed in the private tree).
+DKMS_DIR := $(BUILD)/dkms
+DKMS := dkms --dkmstree $(DKMS_DIR)/tree --sourcetree $(DKMS_DIR)/src \
+	--installtree $(DKMS_DIR)/install
+DKMS_KO = $(wildcard $(DKMS_DIR)/tree/tsc-freq-khz/$(VERSION)/$(1)/$(shell uname -m)/module/tsc_freq_khz.ko*)
+dkms-check:
+	rm -rf $(DKMS_DIR) && mkdir -p $(DKMS_DIR)/tree $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)
+	cp -a Kbuild dkms.conf module common $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)/
+	$(DKMS) add -m tsc-freq-khz -v $(VERSION)
+	set -e; for k in $(KERNELS); do \
+		mkdir -p $(DKMS_DIR)/install/$$k; \
+		$(DKMS) build -m tsc-freq-khz -v $(VERSION) -k $$k; \
+		$(DKMS) install -m tsc-freq-khz -v $(VERSION) -k $$k; \
+		ls $(DKMS_DIR)/install/$$k/updates/dkms/tsc_freq_khz.ko*; \
+	done
+	$(DKMS) status -m tsc-freq-khz
+
+# The Debian packages (packaging/debian/, debhelper and dh_dkms) in
+# build/deb: tsc-freq-khz-dkms, libtsc0, libtsc-dev and tsc-tools, with the
+# source package; lintian (any error or warning fails), their fields,
+# files, maintainer scripts, the library's ABI and the systemd units checked.
+deb:
+	scripts/packaging/deb-check.sh --build-only $(BUILD)/deb
+
+# DKMS skipping what dkms.conf excludes (exit 77, nothing built); then the
+# packages installed with apt on this machine, used and purged, as a fleet
+# would (skipped, with the reason, where any of it is installed already).
+deb-check:
+	scripts/packaging/dkms-exclusive-check.sh $(BUILD)
+	scripts/packaging/deb-check.sh $(BUILD)/deb || [ $$? -eq 4 ]
+
+# The README's set-up where nothing is installed: a clean bookworm root in
+# which a clone of HEAD runs make run to its verdict (twice), then the
+# packages of build/deb (make deb, or deb-check) installed with apt, used
+# (in a guest too, with the module loaded), purged, nothing left.  The
+# root tarball and apt's downloads are cached in FRESH_ROOT_CACHE.
+fresh-root-check:
+	scripts/fresh-root-check.sh $(BUILD)/deb $(BUILD)
+
+.PHONY: install-check dkms-check deb deb-check fresh-root-check
