@@ -85,20 +85,24 @@ static struct sample take_sample(void)
 	return best;
 }
 
-/* An independent calibration against CLOCK_MONOTONIC_RAW agrees to 0.1%. */
+/*
+ * An independent calibration against CLOCK_MONOTONIC_RAW agrees: to 0.1%
+ * with the TSC as the clocksource, else to the kernel's own 1% (the value
+ * may never have been refined; see khz_calibration_limit()).
+ */
 TEST(freq_equals_calibration)
 {
 	uint64_t khz = READ_U64(FREQ_FILE);
+	double measured, limit = khz_calibration_limit();
 	struct sample a, b;
-	double measured;
 
 	a = take_sample();
 	usleep(500000);
 	b = take_sample();
 	measured = (double)(b.tsc - a.tsc) * 1e6 / (double)(b.ns - a.ns);
-	TH_LOG("file %" PRIu64 " kHz, calibrated %.1f kHz (%+.1f ppm)", khz,
-	       measured, (measured / khz - 1) * 1e6);
-	EXPECT_GT(0.001, fabs(measured / (double)khz - 1));
+	TH_LOG("file %" PRIu64 " kHz, calibrated %.1f kHz (%+.1f ppm, limit %.0f)", khz,
+	       measured, (measured / khz - 1) * 1e6, limit * 1e6);
+	EXPECT_GT(limit, fabs(measured / (double)khz - 1));
 }
 
 static void expect_mode(struct __test_metadata *_metadata, const char *path,
@@ -300,10 +304,11 @@ TEST(summary_matches_per_cpu)
 }
 
 /*
- * The last measurement is in the past, and its IRQ-off windows bounded by
- * irqoff_max_us plus 1 ms for SMIs and the like.  A guest with more vCPUs
- * than its host has CPUs loses whole host time slices inside its windows:
- * the harness says so in $TSCFK_OVERCOMMITTED and the bound is not held.
+ * The last measurement is in the past, and the IRQ-off windows bounded by
+ * irqoff_max_us plus 1 ms for SMIs and the like, in the best of three
+ * measurements (irqoff_best_of_three()).  A guest with more vCPUs than its
+ * host has CPUs loses whole host time slices inside its windows: the
+ * harness says so in $TSCFK_OVERCOMMITTED and the bound is not held.
  */
 TEST(measurement_summary)
 {
@@ -323,11 +328,17 @@ TEST(measurement_summary)
 	if (online == 1) {
 		EXPECT_EQ(0u, irqoff);	/* nothing to measure against */
 	} else {
+		uint64_t ns[3], best;
+
 		EXPECT_LT(0u, irqoff);
+		best = irqoff_best_of_three(ns);
+		ASSERT_LT(0u, best);
+		TH_LOG("longest window per measurement %" PRIu64 ", %" PRIu64 ", %" PRIu64
+		       " ns", ns[0], ns[1], ns[2]);
 		if (overcommitted)
 			TH_LOG("bound not asserted: %s", overcommitted);
 		else
-			EXPECT_GE((bound_us + 1000) * 1000, irqoff);
+			EXPECT_GE((bound_us + 1000) * 1000, best);
 	}
 }
 

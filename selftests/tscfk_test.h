@@ -313,6 +313,55 @@ static inline int set_online(int cpu, bool on)
 	return n < 0 ? (int)n : 0;
 }
 
+/* The kernel's current clocksource is the TSC. */
+static inline bool clocksource_is_tsc(void)
+{
+	char cs[32] = "";
+
+	read_file(CPU_SYS "/../clocksource/clocksource0/current_clocksource",
+		  cs, sizeof(cs));
+	return !strcmp(cs, "tsc\n");
+}
+
+/*
+ * How far the file's kHz may be from a calibration against
+ * CLOCK_MONOTONIC_RAW, as a fraction.  With the TSC as the clocksource the
+ * raw clock runs on tsc_khz itself: 0.1% is generous.  Otherwise tsc_khz
+ * may be the quick boot calibration, never refined once the TSC is marked
+ * unstable: its error is the emulator's or the board's (762 to 799 ppm in
+ * 6.1 guests on an Intel Xeon host, 2 ppm on an AMD EPYC one), and the
+ * margin is the kernel's own, 1%: the refinement keeps to it
+ * (arch/x86/kernel/tsc.c, "Make sure we're within 1%"), and libtsc states
+ * such a value good to 1%.
+ */
+static inline double khz_calibration_limit(void)
+{
+	return clocksource_is_tsc() ? 0.001 : 0.01;
+}
+
+/*
+ * The shortest of three measurements' longest IRQ-off windows (the last
+ * one and two more, through tsc/remeasure; each in ns[]), or 0 if a
+ * remeasure write fails.  A guest's window also grows whenever its host
+ * deschedules the vCPU inside it (seen once: 3.6 ms for a 5 us bound in a
+ * 2-vCPU guest), which no module can prevent; a module that ignored its
+ * bound would break it in all three (a measurement's 1000 rounds take
+ * about 20 ms).
+ */
+static inline uint64_t irqoff_best_of_three(uint64_t ns[3])
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int m = 0; m < 3; m++) {
+		if (m && write_file(TSC_DIR "/remeasure", "1", 1) != 1)
+			return 0;
+		if (read_u64(TSC_DIR "/max_irqoff_ns", &ns[m]))
+			return 0;
+		best = ns[m] < best ? ns[m] : best;
+	}
+	return best;
+}
+
 /* Skip the whole test program unless the module's files are there. */
 #define REQUIRE_MODULE()						\
 	do {								\

@@ -2,27 +2,24 @@
 /*
  * Test helper for tsc-jitter: take a CPU away from everyone else for known
  * periods.  Pinned to CPU, at SCHED_FIFO (above any normal thread), it
- * waits DELAY_MS, then COUNT times: busy-spins SPIN_US by CLOCK_MONOTONIC,
- * sleeps PERIOD_MS.  Each spin's start and end (CLOCK_MONOTONIC ns) go to
- * LOG, one line each.  Exit 4 if SCHED_FIFO is refused (a skip).
+ * waits until DELAY_MS after its start, then COUNT times: busy-spins
+ * SPIN_US, sleeps PERIOD_MS.  Each spin's start and end go to LOG, one line
+ * each, in ns of libtsc's clock, the clock tsc-jitter's dump is in: a
+ * CLOCK_MONOTONIC stamp would drift from it by NTP's frequency correction
+ * (tsc_now() advances at the TSC's rate), 40 us a second at 40 ppm.
+ * The delay counts from the start, not from the end of tsc_clock_init(),
+ * which may calibrate for up to a second.  Exit 4 if SCHED_FIFO is
+ * refused (a skip).
  *
  * Usage: jitter_inject CPU COUNT SPIN_US PERIOD_MS DELAY_MS LOG
  */
-/* The feature-test macro: reserved, for exactly this. */
-#define _GNU_SOURCE	/* NOLINT(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static long long now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+#include "tsc.h"
 
 static void sleep_ms(long ms)
 {
@@ -46,10 +43,14 @@ int main(int argc, char **argv)
 {
 	struct sched_param prio = { .sched_priority = 50 };
 	long cpu, count, spin, period, delay;
-	long long *spans;
+	struct timespec start;
+	struct tsc_clock clk;
+	uint64_t *spans;
 	cpu_set_t set;
 	FILE *log;
 	int ret = 1;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
 
 	if (argc == 7) {
 		cpu = number(argv[1], CPU_SETSIZE - 1);
@@ -78,16 +79,27 @@ int main(int argc, char **argv)
 		perror("jitter_inject: sched_setaffinity");
 		goto out;
 	}
+	if (tsc_clock_init(&clk, NULL)) {
+		fprintf(stderr, "jitter_inject: %s\n", tsc_last_error());
+		goto out;
+	}
 	if (sched_setscheduler(0, SCHED_FIFO, &prio)) {
 		perror("jitter_inject: SCHED_FIFO");
 		ret = 4;
 		goto out;
 	}
-	sleep_ms(delay);
+	start.tv_sec += delay / 1000;
+	start.tv_nsec += delay % 1000 * 1000000;
+	if (start.tv_nsec >= 1000000000) {
+		start.tv_sec++;
+		start.tv_nsec -= 1000000000;
+	}
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &start, NULL) == EINTR)
+		;
 	for (long i = 0; i < count; i++) {
-		long long t0 = now_ns(), t1;
+		uint64_t t0 = tsc_now_ordered(&clk), t1;
 
-		while ((t1 = now_ns()) - t0 < spin)
+		while ((t1 = tsc_now_ordered(&clk)) - t0 < (uint64_t)spin)
 			;
 		spans[2 * i] = t0;
 		spans[2 * i + 1] = t1;
@@ -95,7 +107,8 @@ int main(int argc, char **argv)
 	}
 	/* Written at the end: no I/O while the CPU is ours. */
 	for (long i = 0; i < count; i++)
-		fprintf(log, "%lld %lld\n", spans[2 * i], spans[2 * i + 1]);
+		fprintf(log, "%llu %llu\n", (unsigned long long)spans[2 * i],
+			(unsigned long long)spans[2 * i + 1]);
 	ret = 0;
 out:
 	free(spans);
