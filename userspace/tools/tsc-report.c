@@ -239,28 +239,35 @@ struct output {
 	FILE *f;
 };
 
-static int output_open(struct output *o, const char *path)
+/* The temporary file, or NULL with errno set. */
+static FILE *output_open(struct output *o, const char *path)
 {
 	const char *base = strrchr(path, '/');
 	int dirlen = base ? (int)(base - path + 1) : 0;
 	int fd;
 
 	o->path = path;
+	o->f = NULL;
 	if (asprintf(&o->tmp, "%.*s.%s.XXXXXX", dirlen, path, path + dirlen) < 0) {
 		o->tmp = NULL;
-		return -ENOMEM;
+		errno = ENOMEM;
+		return NULL;
 	}
 	fd = mkostemp(o->tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fchmod(fd, 0644) || !(o->f = fdopen(fd, "w"))) {
-		int err = -errno;
+	if (fd >= 0 && !fchmod(fd, 0644))
+		o->f = fdopen(fd, "w");
+	if (!o->f) {
+		int err = errno;
 
-		close(fd);
-		unlink(o->tmp);
-		return err;
+		if (fd >= 0) {
+			close(fd);
+			unlink(o->tmp);
+		}
+		free(o->tmp);
+		o->tmp = NULL;
+		errno = err;
 	}
-	return 0;
+	return o->f;
 }
 
 /* Commit (renamed over the target) or, with ok false, abandon. */
@@ -341,12 +348,11 @@ int main(int argc, char **argv)
 	}
 	/* Before anything is measured: a target that cannot be written. */
 	if (output) {
-		err = output_open(&o, output);
-		if (err) {
-			fprintf(stderr, "tsc-report: --output %s: %s\n", output, strerror(-err));
+		out = output_open(&o, output);
+		if (!out) {
+			fprintf(stderr, "tsc-report: --output %s: %s\n", output, strerror(errno));
 			return EXIT_USAGE;
 		}
-		out = o.f;
 	}
 
 	{
