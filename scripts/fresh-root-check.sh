@@ -10,9 +10,12 @@
 # in a guest booted from that root), purged, and nothing of them left.
 #
 #   scripts/fresh-root-check.sh DEBDIR WORKDIR
+#   scripts/fresh-root-check.sh --make TARGET WORKDIR
 #
 # DEBDIR holds the .debs (deb-check.sh made them); WORKDIR gets the root
-# and the logs.  The host's packages are not touched: everything is
+# and the logs.  --make: only 'make TARGET' from nothing, timed, and
+# nothing after it: 'make check' there is the first run of make check on
+# a fresh machine (40 minutes and more, so not part of make check).  The host's packages are not touched: everything is
 # installed inside the root, which runs in its own mount namespace.
 #
 # Cache, outside the clone (FRESH_ROOT_CACHE, default
@@ -30,7 +33,7 @@
 #             use, a guest with the module loaded by modprobe running
 #             tsc-report --json, purge; then the outputs checked here
 #   left      every path of the root as before the packages, but for the
-#             package manager's own records and logs
+#             package manager's own records and logs and DKMS's key pair
 #
 # Exit: 0 pass, 1 fail, 4 skip (not root, or no mmdebstrap).
 set -Eeuo pipefail
@@ -38,8 +41,20 @@ set -Eeuo pipefail
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/packaging/common.sh"
 
-[[ $# -eq 2 && -n $1 && -n $2 ]] || { echo "usage: $0 DEBDIR WORKDIR" >&2; exit 2; }
-debdir=$(cd "$1" && pwd)
+usage() {
+	echo "usage: $0 DEBDIR WORKDIR | --make TARGET WORKDIR" >&2
+	exit 2
+}
+target=
+if [[ ${1:-} == --make ]]; then
+	[[ -n ${2:-} ]] || usage
+	target=$2
+	shift 2
+	[[ $# -eq 1 && -n $1 ]] || usage
+	set -- - "$1"
+fi
+[[ $# -eq 2 && -n $1 && -n $2 ]] || usage
+[[ $target ]] || debdir=$(cd "$1" && pwd)
 mkdir -p "$2"
 work=$(cd "$2" && pwd)/fresh-root
 mkdir -p "$work"
@@ -229,8 +244,20 @@ left() {
 		"(and DKMS's key pair: $(find "$root/var/lib/dkms" -mindepth 1 -printf '%f ' 2> /dev/null))"
 }
 
+# make TARGET from nothing: the log says how long each part took.
+make_target() {
+	local log=$work/make-$target.log st=0
+	in_root "cd $clone && make $target${modules:+ RUN_IN_GUEST=1}" > "$log" 2>&1 || st=$?
+	tail -n 5 "$log" | sed 's/^/  | /'
+	[[ $st -eq 0 ]] || fail "make $target failed in the fresh root (exit $st), see $log"
+}
+
 timed root make_root
 timed clone clone
+if [[ $target ]]; then
+	timed "make $target" make_target
+	exit "$KSFT_PASS"
+fi
 timed run run
 timed rerun rerun
 timed packages packages
