@@ -28,3 +28,11 @@ usage_errors() {
 		ktap_check "'$args': exit 2 with a message" test $st = 2 -a -s "$tmp/err"
 	done
 }
+
+# emulated: this CPU is QEMU's TCG (the model name says so with -cpu max,
+# systemd-detect-virt with any model), where every timing is the
+# emulator's and a vCPU's capacity the host's, not a CPU's.
+emulated() {
+	grep -q 'QEMU TCG' /proc/cpuinfo ||
+		[ "$(systemd-detect-virt --vm 2> /dev/null)" = qemu ]
+}

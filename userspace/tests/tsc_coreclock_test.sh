@@ -25,7 +25,7 @@ ktap_check "a run succeeds" test $st = 0
 ktap_check "the JSON validates against the schema" valid_json "$tmp/out.json" "$schema"
 echo "# $(json "$tmp/out.json" '"core %.0f MHz (%.3f x TSC), imul %.0f MHz, overhead %+.2f%%, IPC %s" % (j["core_hz"] / 1e6, j["core_to_tsc"], j["core_hz_by_imul"] / 1e6, j["loop_overhead"] * 100, [round(v["ipc"], 2) for v in j["variants"]])')"
 
-if grep -q 'QEMU TCG' /proc/cpuinfo; then
+if emulated; then
 	for n in "imul cross-check" "no loop overhead" "two chains, two adds per cycle" "more chains, never fewer"; do
 		ktap_skip "$n" "emulated CPU (QEMU TCG): timings are the emulator's"
 	done

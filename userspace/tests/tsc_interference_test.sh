@@ -4,7 +4,8 @@
 # tsc-interference: bad arguments exit 2; a command that sleeps costs
 # nothing; competing spinners pinned to the same CPU cost what the
 # scheduler's fair share says (one: about half, two: about two thirds),
-# and the sweep table orders them; the JSON validates.
+# and the sweep table orders them (these three on a CPU that is not
+# emulated); the JSON validates; no spinner outlives the run.
 #
 # Usage: tsc_interference_test.sh TOOL SCHEMA
 
@@ -21,23 +22,25 @@ usage_errors "$tool" "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--ru
 	"--sweep , -- echo {}"
 
 # A count measures the command only while the CPU's capacity stays the
-# same.  In a guest with more vCPUs than the host has CPUs, the host takes
-# a vCPU away for a second or more now and then: seen in the 6.1 4-vCPU
-# guest on an AMD EPYC host, a sleeping command "cost" 10% and 28%, and
-# the baseline after a run came out 40% below the one before.  So a run
-# counts only if its two baselines (before and after, each the median of
-# five counts of 0.2 s) agree within 5%, and, as with the IRQ-off bound,
-# the best of up to three such runs is held to the bound: a tool that
-# charged a sleeping command 10% would do so in all three.  When the host
-# never holds still for a run, the check is skipped, and says so.  On the
-# hosts and in 1- and 2-vCPU guests the baselines agree within 3%.
+# same.  Under TCG it is the host's: a 1-vCPU guest on an idle 2-CPU host
+# saw its baseline move by 38% from one run to the next, and a spinner
+# "take" 68% with a steady baseline; so there the numbers are only logged
+# (as tsc_coreclock_test does).  On a real or hardware-virtualized CPU the
+# host can still take it away for a second now and then; so a run counts
+# only if its two baselines (before and after, each the median of five
+# counts of 0.2 s) agree within 5%, and, as with the IRQ-off bound, the
+# best of up to three such runs is held to the bound: a tool that charged
+# a sleeping command 10% would do so in all three.  When no run is
+# steady, the check is skipped, and says so.
 run() { "$tool" --cpu "$cpu" --seconds 0.2 --runs 5 --json "$@"; }
 drift() { json "$1" '"%.1f" % ((1 - j["baseline_after"] / j["baseline_before"]) * 100)'; }
 steady() { json "$1" 'int(abs(1 - j["baseline_after"] / j["baseline_before"]) < 0.05)'; }
+emulated && tcg=1 || tcg=
 
 # $1: the JSON to keep; the rest: the command.  Succeeds with a steady
-# run in $1, which the caller's check $check (a Python expression over j)
-# accepts, if any of three does; else leaves the last steady one, or none.
+# run in $1 that the check $check (a Python expression over j) accepts,
+# if any of three is; else leaves the last steady one in $1, or none.
+# Under TCG: one run, kept as it is.
 best_of_three() {
 	local out=$1 try
 	shift
@@ -45,6 +48,7 @@ best_of_three() {
 	for try in 1 2 3; do
 		run "$@" > "$tmp/try.json"
 		echo "# try $try: lost $(json "$tmp/try.json" '" ".join("%.1f%%" % r["lost_percent"] for r in j["rows"])'), baseline moved $(drift "$tmp/try.json")%"
+		[ -z "$tcg" ] || { cp "$tmp/try.json" "$out"; return 1; }
 		[ "$(steady "$tmp/try.json")" = 1 ] || continue
 		cp "$tmp/try.json" "$out"
 		[ "$(json "$out" "int($check)")" = 1 ] && return 0
@@ -52,32 +56,31 @@ best_of_three() {
 	return 1
 }
 
+# $1: the check's name.  Asserted, or skipped with the reason.
+expect() {
+	if [ -n "$tcg" ]; then
+		ktap_skip "$1" "emulated CPU (QEMU TCG): the vCPU's capacity is the host's"
+	elif [ ! -e "$out" ]; then
+		ktap_skip "$1" "the baseline moved by 5% or more in three runs: the host took the CPU"
+	else
+		ktap_check "$1" test "$(json "$out" "int($2)")" = 1
+	fi
+}
+
 check='j["rows"][0]["lost_percent"] < 10'
-best_of_three "$tmp/sleep.json" -- sleep 60
-if [ -e "$tmp/sleep.json" ]; then
-	echo "# sleep alongside: $(json "$tmp/sleep.json" 'j["rows"][0]["lost_percent"]')% lost"
-	ktap_check "a sleeping command costs under 10%" test "$(json "$tmp/sleep.json" "int($check)")" = 1
-	ktap_check "the JSON validates against the schema" valid_json "$tmp/sleep.json" "$schema"
-else
-	ktap_skip "a sleeping command costs under 10%" "the baseline moved by 5% or more in three runs: the host took the CPU"
-	ktap_check "the JSON validates against the schema" valid_json "$tmp/try.json" "$schema"
-fi
+out=$tmp/sleep.json
+best_of_three "$out" -- sleep 60
+expect "a sleeping command costs under 10%" "$check"
+ktap_check "the JSON validates against the schema" valid_json "$tmp/try.json" "$schema"
 
 # {} spinners pinned to our CPU, all stopped together on SIGINT.  The
 # scheduler's fair share: one takes half, two take two thirds.
 check='35 <= j["rows"][0]["lost_percent"] <= 65 and 50 <= j["rows"][1]["lost_percent"] <= 80 and j["rows"][1]["lost_percent"] > j["rows"][0]["lost_percent"]'
-best_of_three "$tmp/sweep.json" --sweep 1,2 -- taskset -c "$cpu" sh -c \
+out=$tmp/sweep.json
+best_of_three "$out" --sweep 1,2 -- taskset -c "$cpu" sh -c \
 	'trap "kill 0" INT TERM; for i in $(seq {}); do sh -c "while :; do :; done" & done; wait'
-if [ -e "$tmp/sweep.json" ]; then
-	lost=$(json "$tmp/sweep.json" '" ".join("%.1f" % r["lost_percent"] for r in j["rows"])')
-	echo "# 1 and 2 spinners alongside: $lost % lost"
-	read -r one two <<< "$lost"
-	ktap_check "one competing spinner takes 35-65%" python3 -c "import sys; sys.exit(not 35 <= $one <= 65)"
-	ktap_check "two take 50-80%, more than one" python3 -c "import sys; sys.exit(not (50 <= $two <= 80 and $two > $one))"
-else
-	for c in "one competing spinner takes 35-65%" "two take 50-80%, more than one"; do
-		ktap_skip "$c" "the baseline moved by 5% or more in three runs: the host took the CPU"
-	done
-fi
+expect "one competing spinner takes 35-65%" '35 <= j["rows"][0]["lost_percent"] <= 65'
+expect "two take 50-80%, more than one" \
+	'50 <= j["rows"][1]["lost_percent"] <= 80 and j["rows"][1]["lost_percent"] > j["rows"][0]["lost_percent"]'
 ktap_check "no spinner is left behind" test -z "$(pgrep -f 'while :; do :; done')"
 ktap_finish
