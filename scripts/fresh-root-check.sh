@@ -90,21 +90,26 @@ head=$(git -C "$top" rev-parse HEAD)
 [[ -z $(git -C "$top" status --porcelain --untracked-files=no) ]] ||
 	echo "note: $top has uncommitted changes; the fresh root tests HEAD, $head, without them"
 
-# Debian's archive as apt is configured here: the deb822 sources of
-# bookworm (or the one-line list), and the Acquire settings that reach it.
-sources=
-for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
-	if [[ -s $f ]] && grep -q '^[^#]' "$f"; then
-		sources=$f
-		break
-	fi
-done
-[[ $sources ]] || fail "no Debian sources in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
+# Debian's archive as apt is configured here: each source apt has whose
+# origin is Debian and whose codename is the suite's (bookworm, -updates,
+# -security), from apt-cache policy (whatever file or mirror defines it;
+# not third parties, whose keys the root would lack), and the Acquire
+# settings that reach it.
+sources=$work/sources.list
+apt-cache policy | awk -v s="$suite" '
+	/^ *[0-9]+ / && $NF == "Packages" { uri = $2; split($3, a, "/"); dist = a[1]; comp = a[2]; next }
+	/^ *release / {
+		if (uri != "" && /o=Debian,/ && dist ~ ("^" s "(-|$)") && !seen[uri, dist, comp]++)
+			list[uri " " dist] = list[uri " " dist] " " comp
+		uri = ""
+	}
+	END { for (k in list) print "deb " k list[k] }' | LC_ALL=C sort > "$sources"
+[[ -s $sources ]] || fail "apt knows no Debian $suite source here (apt-cache policy): apt-get update?"
 mapfile -t aptopts < <(grep -l '^Acquire::' /etc/apt/apt.conf.d/* 2> /dev/null || true)
 key=$( { echo "$suite $variant $include"; cat "$sources" "${aptopts[@]}"; } | sha256sum | cut -c1-16)
 tarball=$cache/$suite-$variant-$key.tar
 
-echo "fresh-root-check: HEAD $head in a $suite $variant root (+$include), sources $sources"
+echo "fresh-root-check: HEAD $head in a $suite $variant root (+$include), from: $(cut -d' ' -f2-3 "$sources" | paste -sd, -)"
 
 make_root() {
 	local -a opts=()
