@@ -62,7 +62,8 @@ cache=${FRESH_ROOT_CACHE:-/var/cache/tsc-freq-khz/fresh-root}
 suite=bookworm
 variant=minbase
 # What a fresh machine has before the README's first command: git to
-# clone, make to type it.
+# clone, make to type it (and ca-certificates, which 'apt-get install git'
+# brings along as recommended, for https clones).
 include=git,make,ca-certificates
 root=$work/root
 clone=/root/tsc_freq_khz
@@ -84,6 +85,12 @@ cleanup() {
 trap cleanup EXIT
 
 [[ $(id -u) -eq 0 ]] || skip "a chroot needs root"
+if [[ -z $target ]]; then
+	out=$debdir
+	for p in "${deb_packages[@]}"; do
+		[[ -f $(deb_file "$p") ]] || fail "no $(deb_file "$p"): make deb first"
+	done
+fi
 command -v mmdebstrap > /dev/null || skip "no mmdebstrap (apt-get install mmdebstrap)"
 git -C "$top" rev-parse --verify -q HEAD > /dev/null || skip "$top is not a git repository: nothing to clone"
 head=$(git -C "$top" rev-parse HEAD)
@@ -211,7 +218,7 @@ packages() {
 	[ \$st -le 1 ] || exit \$st
 	EOF
 	guest="scripts/vm/run-in-vm.sh --quiet --smp 2 --log build/fresh/guest.log -- sh build/fresh/guest.sh"
-	if ! in_root "cd $clone && scripts/packaging/deb-install-check.sh --then '$guest' /root/debs build/fresh" \
+	if ! in_root "cd $clone && scripts/packaging/deb-install-check.sh --chroot --then '$guest' /root/debs build/fresh" \
 		> "$work/packages.log" 2>&1; then
 		sed 's/^/  | /' "$work/packages.log"
 		fail "the packages' install, use or purge failed in the fresh root"

@@ -27,8 +27,9 @@ deb_file() {
 	echo "$out/${1}_${pkg_version}_$a.deb"
 }
 
+# To stderr: inside $(...) it would otherwise be captured, and lost.
 fail() {
-	echo "FAIL: $*"
+	echo "FAIL: $*" >&2
 	exit "$KSFT_FAIL"
 }
 

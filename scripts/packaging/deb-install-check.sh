@@ -6,12 +6,14 @@
 # and check that nothing of them is left.  Run as root: on this machine by
 # deb-check.sh, inside a fresh Debian root by fresh-root-check.sh.
 #
-#   scripts/packaging/deb-install-check.sh [--then COMMAND] DEBDIR RESULTDIR
+#   scripts/packaging/deb-install-check.sh [--chroot] [--then COMMAND] DEBDIR RESULTDIR
 #
 # Steps, each timed:
 #   install  apt-get install ./*.deb from DEBDIR: apt brings in what they
 #            depend on (dkms, a compiler, ...), the dkms postinst builds
-#            the module
+#            the module.  What apt plans first: only new packages (no
+#            upgrade, no removal of anything there), which are then all
+#            that the purge may remove
 #   dkms     for each kernel the postinst chose: installed in
 #            updates/dkms, the version, signed, found by modprobe
 #   library  a program built against libtsc-dev through pkg-config, once
@@ -25,24 +27,36 @@
 #            its failure fails the check (fresh-root-check.sh boots a
 #            guest there that loads the module)
 #   purge    apt-get purge of the four and of every package the install
-#            brought in: the package set is what it was, no file of the
+#            brought in (only those: apt's plan for the purge is checked
+#            first): the package set is what it was, no file of the
 #            packages is left, nor any DKMS entry or module file
 # The caller checks RESULTDIR with what a fresh root lacks (python3's
 # jsonschema, promtool): common.sh's check_results.
 #
-# Exit: 0 pass, 1 fail, 4 skip (not root, or any of it already here: a real
-# install, left alone).
+# --chroot: in a root that shares this kernel (fresh-root-check.sh): the
+# kernel's own state (a tsc_freq_khz loaded by make run) is not the
+# root's business.
+#
+# Exit: 0 pass, 1 fail, 4 skip (not root, any of it already here: a real
+# install, left alone; or the install would upgrade or remove a package).
 set -Eeuo pipefail
 
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/common.sh"
 
-then_cmd=
-if [[ ${1:-} == --then ]]; then
-	then_cmd=${2:?usage}
-	shift 2
-fi
-[[ $# -eq 2 && -n $1 && -n $2 ]] || { echo "usage: $0 [--then COMMAND] DEBDIR RESULTDIR" >&2; exit 2; }
+usage() {
+	echo "usage: $0 [--chroot] [--then COMMAND] DEBDIR RESULTDIR" >&2
+	exit 2
+}
+then_cmd='' chroot=''
+while [[ ${1:-} == --* ]]; do
+	case $1 in
+	--chroot) chroot=1; shift ;;
+	--then) [[ -n ${2:-} ]] || usage; then_cmd=$2; shift 2 ;;
+	*) usage ;;
+	esac
+done
+[[ $# -eq 2 && -n $1 && -n $2 ]] || usage
 out=$(cd "$1" && pwd)
 mkdir -p "$2"
 results=$(cd "$2" && pwd)
@@ -68,16 +82,29 @@ package_set() {
 		awk '$3 != "un" && $3 != "pn"' | LC_ALL=C sort
 }
 
-# The packages there now that were not there before.
-added_packages() {
-	LC_ALL=C comm -13 <(cut -d' ' -f1 "$work/before") <(package_set | cut -d' ' -f1)
-}
-
-# Whatever the install added, purged: also after a failure half-way.
-purge_added() {
-	local -a added
-	mapfile -t added < <(added_packages)
-	[[ ${#added[@]} -eq 0 ]] || apt-get purge -y "${added[@]}"
+# What this run may take away again: the packages apt planned to install
+# new, one per line (name:arch), in $work/new, written before installing.
+# Those that were half there before (config files left, "rc") are removed,
+# not purged: their configuration was someone's.
+purge_ours() {
+	local -a purge=() remove=()
+	local p
+	while IFS= read -r p; do
+		if awk -v p="$p" '$1 == p && $3 == "rc" { f = 1 } END { exit !f }' "$work/before"; then
+			remove+=("$p")
+		elif dpkg-query -W -f '${db:Status-Abbrev}' "$p" 2> /dev/null | grep -qv '^[up]n'; then
+			purge+=("$p")
+		fi
+	done < "$work/new"
+	# apt's own plan first: nothing but these may go.
+	if [[ ${#purge[@]} -gt 0 ]] && apt-get -s purge "${purge[@]}" |
+		awk '/^(Purg|Remv) / { print $2 }' | grep -vxF -f <(sed 's/:.*//' "$work/new") -q; then
+		echo "refusing: apt would purge more than this run installed:" \
+			"$(apt-get -s purge "${purge[@]}" | awk '/^(Purg|Remv) / { print $2 }' | tr '\n' ' ')"
+		return 1
+	fi
+	[[ ${#purge[@]} -eq 0 ]] || apt-get purge -y "${purge[@]}" || return 1
+	[[ ${#remove[@]} -eq 0 ]] || apt-get remove -y "${remove[@]}"
 }
 
 cleanup() {
@@ -85,9 +112,14 @@ cleanup() {
 	trap - ERR
 	if [[ $installed_by_us ]]; then
 		echo "cleanup: purging what this run installed"
-		purge_added >> "$work/cleanup.log" 2>&1 ||
+		purge_ours >> "$work/cleanup.log" 2>&1 ||
 			echo "cleanup: the purge failed: $(tail -n 3 "$work/cleanup.log")"
 	fi
+	local i
+	for ((i = ${#made_dirs[@]} - 1; i >= 0; i--)); do
+		rm -f "${made_dirs[i]}/tsc.prom"
+		rmdir "${made_dirs[i]}" 2> /dev/null || true
+	done
 	rm -rf "$work"
 	print_times
 	exit "$rc"
@@ -110,8 +142,9 @@ preconditions() {
 	v=$(compgen -G "/usr/src/$pkg_name-*") && skip "$v exists: not touching a real install"
 	v=$(find /lib/modules -name "$module.ko*" -print -quit 2> /dev/null)
 	[[ -z $v ]] || skip "$v exists (make install?): not touching a real install"
-	[[ ! -e /sys/module/$module ]] || skip "$module is loaded"
+	[[ $chroot || ! -e /sys/module/$module ]] || skip "$module is loaded"
 	[[ ! -e /etc/dkms/no-autoinstall ]] || skip "/etc/dkms/no-autoinstall: the postinst would build nothing"
+	[[ ! -e $textfile_dir/tsc.prom ]] || skip "$textfile_dir/tsc.prom exists: someone's, not touching it"
 	for f in "${debs[@]}"; do
 		while IFS= read -r p; do
 			[[ -d $p || ! -e $p ]] || skip "$p exists, owned by no package of ours (make install?): not touching it"
@@ -120,13 +153,23 @@ preconditions() {
 }
 
 install_pkgs() {
-	local p st
+	local p st plan
+	local -a extra=()
 	package_set > "$work/before"
-	installed_by_us=1
 	# The library test needs pkg-config; a fresh root has none, and then
 	# it goes with the rest at the purge.
-	command -v pkg-config > /dev/null || p=pkgconf
-	if ! apt-get install -y --no-install-recommends "${debs[@]}" ${p:+"$p"} > "$results/install.log" 2>&1; then
+	command -v pkg-config > /dev/null || extra=(pkgconf)
+	# apt's plan: new packages only.  An upgrade or a removal would change
+	# what was here, which the purge could not undo.
+	plan=$(apt-get -s install --no-install-recommends --no-remove "${debs[@]}" "${extra[@]}" 2>&1) ||
+		fail "apt-get cannot install the packages: $(tail -n 5 <<< "$plan")"
+	p=$(awk '/^Inst / && $3 ~ /^\[/ { print $2 }' <<< "$plan" | tr '\n' ' ')
+	[[ -z $p ]] || skip "installing would upgrade $p: not changing this machine's packages"
+	# "Inst NAME (VERSION ORIGIN [ARCH])": NAME:ARCH, as package_set has them.
+	awk '/^Inst / { a = $NF; gsub(/[][)]/, "", a); print $2 ":" a }' <<< "$plan" > "$work/new"
+	installed_by_us=1
+	if ! apt-get install -y --no-install-recommends --no-remove "${debs[@]}" "${extra[@]}" \
+		> "$results/install.log" 2>&1; then
 		tail -n 30 "$results/install.log" | sed 's/^/  | /'
 		fail "apt-get install of the packages failed, see $results/install.log"
 	fi
@@ -137,7 +180,7 @@ install_pkgs() {
 		[[ $st == "ii " ]] || fail "dpkg status of $p is '$st' after the install"
 	done
 	echo "  installed: ${deb_packages[*]}, and what they brought in:" \
-		"$(added_packages | awk -v d="^$pkg_name-dkms:" '$0 !~ d && !/^(libtsc|tsc-tools:)/' | tr '\n' ' ')"
+		"$(awk -v d="^$pkg_name-dkms:" '$0 !~ d && !/^(libtsc|tsc-tools:)/' "$work/new" | tr '\n' ' ')"
 }
 
 # The postinst's decisions, then the module for each kernel it chose.
@@ -218,15 +261,19 @@ check_library() {
 	# shellcheck disable=SC2046
 	cc -std=c11 "$work/use.c" $(pkg-config --cflags libtsc) -Wl,-Bstatic $(pkg-config --static --libs libtsc) \
 		-Wl,-Bdynamic -o "$work/use-static" || fail "a program linked with libtsc.a does not build"
-	! ldd "$work/use-static" | grep -q libtsc || fail "use-static is linked with libtsc.so"
+	# (Output first, then grep: grep -q leaving early would make the
+	# pipeline's status ldd's SIGPIPE.)
+	v=$(ldd "$work/use-static")
+	[[ $v != *libtsc* ]] || fail "use-static is linked with libtsc.so: $v"
 	v=$("$work/use-static") || fail "use-static failed: $v"
 	echo "  linked with libtsc.a: $v"
 }
 
 check_tools() {
-	local t st
+	local t st v
 	for t in tsc-coreclock tsc-interference tsc-jitter tsc-report; do
-		"$t" --help | grep -q "^Usage: $t" || fail "$t --help: no usage"
+		v=$("$t" --help) || fail "$t --help exited $?"
+		grep -q "^Usage: $t" <<< "$v" || fail "$t --help: no usage"
 	done
 	st=0
 	tsc-report --json > "$results/tsc-report.json" || st=$?
@@ -235,24 +282,35 @@ check_tools() {
 	echo "  the four tools answer --help; tsc-report --json exit $st (the verdict)"
 }
 
+# The directories of the textfile path this run made (deepest last), to
+# take away again at the end.
+made_dirs=()
+
 check_service() {
-	local cmd st
+	local cmd st d
 	[[ ! -e /etc/systemd/system/timers.target.wants/tsc-report-prometheus.timer ]] ||
 		fail "the package enabled tsc-report-prometheus.timer"
 	grep -qx "ConditionPathIsDirectory=$textfile_dir" "$unit" || fail "$unit: no ConditionPathIsDirectory=$textfile_dir"
 	grep -qx "ReadWritePaths=$textfile_dir" "$unit" || fail "$unit: no ReadWritePaths=$textfile_dir"
 	cmd=$(sed -n 's/^ExecStart=//p' "$unit")
 	[[ $cmd == *" $textfile_dir/tsc.prom" ]] || fail "$unit: ExecStart=$cmd does not write into $textfile_dir"
-	# Its own command, run as systemd would (no shell), into a scratch
-	# directory: exit 0 or 1 (SuccessExitStatus=1), the file in place.
-	mkdir "$work/textfile"
-	read -r -a cmd <<< "${cmd/$textfile_dir/$work/textfile}"
+	# Its own command, as systemd would run it (no shell), where it
+	# writes: node_exporter's directory, made for the test if missing
+	# (prometheus-node-exporter makes it).  Exit 0 or 1
+	# (SuccessExitStatus=1), and tsc.prom the only new file there.
+	for d in "${textfile_dir%/*}" "$textfile_dir"; do
+		[[ -d $d ]] || { mkdir "$d"; made_dirs+=("$d"); }
+	done
+	find "$textfile_dir" -mindepth 1 -printf '%f\n' | LC_ALL=C sort > "$work/textfile.before"
+	read -r -a cmd <<< "$cmd"
 	st=0
 	"${cmd[@]}" || st=$?
 	[[ $st -le 1 ]] || fail "the service's command exited $st"
-	[[ $(ls -A "$work/textfile") == tsc.prom ]] || fail "the service's command left: $(ls -A "$work/textfile")"
-	cp "$work/textfile/tsc.prom" "$results/"
-	echo "  timer not enabled; ExecStart exit $st wrote tsc.prom alone"
+	d=$(find "$textfile_dir" -mindepth 1 -printf '%f\n' | LC_ALL=C sort |
+		LC_ALL=C comm -13 "$work/textfile.before" -)
+	[[ $d == tsc.prom ]] || fail "the service's command left in $textfile_dir: $d"
+	cp "$textfile_dir/tsc.prom" "$results/"
+	echo "  timer not enabled; ExecStart exit $st wrote $textfile_dir/tsc.prom alone"
 }
 
 run_then() {
@@ -264,7 +322,7 @@ purge() {
 	for p in "${deb_packages[@]}"; do
 		dpkg-query -L "$p"
 	done | sort -u > "$work/files"
-	if ! purge_added > "$results/purge.log" 2>&1; then
+	if ! purge_ours > "$results/purge.log" 2>&1; then
 		tail -n 30 "$results/purge.log" | sed 's/^/  | /'
 		fail "apt-get purge failed, see $results/purge.log"
 	fi
@@ -277,6 +335,13 @@ purge() {
 	while IFS= read -r p; do
 		[[ -d $p || ! -e $p ]] || fail "$p left after the purge"
 	done < "$work/files"
+	# The postrm takes the service's file away: node_exporter would
+	# otherwise go on exporting its last values.
+	[[ ! -e $textfile_dir/tsc.prom ]] || fail "$textfile_dir/tsc.prom left after the purge"
+	for ((p = ${#made_dirs[@]} - 1; p >= 0; p--)); do
+		rmdir "${made_dirs[p]}" || fail "${made_dirs[p]} not empty after the purge"
+	done
+	made_dirs=()
 	v=$(dkms status -m "$pkg_name" 2> /dev/null || true)
 	[[ -z $v ]] || fail "dkms status after the purge: $v"
 	[[ ! -e /var/lib/dkms/$pkg_name ]] || fail "/var/lib/dkms/$pkg_name left"
