@@ -36,11 +36,11 @@ fake_root() {
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 21
+ktap_plan 23
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--sysfs-root" \
-	"--output $tmp/missing/tsc.prom"
+	"--output $tmp/missing/tsc.prom" "--output $tmp"
 
 fake_root "$tmp/good" 0 2600002
 "$tool" --sysfs-root "$tmp/good" --json > "$tmp/good.json"; st=$?
@@ -70,6 +70,15 @@ ktap_check "--output: replaced by rename, 0644, nothing else left, nothing on st
 	-a "$(stat -c %a "$tmp/textfile/tsc.prom")" = 644 -a "$(ls -A "$tmp/textfile")" = tsc.prom \
 	-a ! -s "$tmp/stdout"
 ktap_check "--output: the same text as on standard output" cmp "$tmp/textfile/tsc.prom" "$tmp/good.prom"
+# Only a regular file is replaced: a symbolic link is refused, before
+# anything is measured, and its target left alone.
+ln -s "$tmp/textfile/tsc.prom" "$tmp/link.prom"
+cp "$tmp/textfile/tsc.prom" "$tmp/before"
+"$tool" --sysfs-root "$tmp/good" --prometheus --output "$tmp/link.prom" 2> "$tmp/err"; st=$?
+echo "# --output to a symlink: exit $st: $(head -n 1 "$tmp/err")"
+ktap_check "--output to a symbolic link: exit 2, the link and its target untouched" \
+	test $st = 2 -a -L "$tmp/link.prom" -a -n "$(grep -l 'symbolic link' "$tmp/err")" \
+	-a "$(cat "$tmp/textfile/tsc.prom")" = "$(cat "$tmp/before")"
 # 1 MHz, which no TSC here runs at: --verify fails (exit 3).
 fake_root "$tmp/wrong" 0 1000
 ino=$(stat -c %i "$tmp/textfile/tsc.prom")

@@ -244,10 +244,21 @@ static FILE *output_open(struct output *o, const char *path)
 {
 	const char *base = strrchr(path, '/');
 	int dirlen = base ? (int)(base - path + 1) : 0;
+	struct stat st;
 	int fd;
 
 	o->path = path;
 	o->f = NULL;
+	o->tmp = NULL;
+	/*
+	 * Only a regular file is replaced: not a device (root writing to
+	 * /dev/full would replace it), not a directory, and not a symbolic
+	 * link, which the rename would replace rather than follow.
+	 */
+	if (!lstat(path, &st) && !S_ISREG(st.st_mode)) {
+		errno = S_ISLNK(st.st_mode) ? ELOOP : EEXIST;
+		return NULL;
+	}
 	if (asprintf(&o->tmp, "%.*s.%s.XXXXXX", dirlen, path, path + dirlen) < 0) {
 		o->tmp = NULL;
 		errno = ENOMEM;
@@ -270,19 +281,43 @@ static FILE *output_open(struct output *o, const char *path)
 	return o->f;
 }
 
-/* Commit (renamed over the target) or, with ok false, abandon. */
+/* The directory of path, flushed: the rename is on disk too. */
+static int sync_dir(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	char *dir = base ? strndup(path, (size_t)(base - path + 1)) : strdup(".");
+	int fd, err = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd))
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	return err;
+}
+
+/*
+ * Commit (renamed over the target) or, with ok false, abandon.  A write
+ * that failed earlier (ENOSPC, EIO) leaves only the stream's error flag:
+ * that is checked too, or a truncated report would replace a whole one.
+ */
 static int output_close(struct output *o, bool ok)
 {
 	int err = 0;
 
-	if (ok && (fflush(o->f) || fsync(fileno(o->f))))
-		err = -errno;
+	if (ok && (fflush(o->f) || ferror(o->f) || fsync(fileno(o->f))))
+		err = errno ? -errno : -EIO;
 	if (fclose(o->f) && !err)
 		err = -errno;
 	if (ok && !err && rename(o->tmp, o->path))
 		err = -errno;
 	if (!ok || err)
 		unlink(o->tmp);
+	else
+		err = sync_dir(o->path);
 	free(o->tmp);
 	return err;
 }
@@ -350,7 +385,10 @@ int main(int argc, char **argv)
 	if (output) {
 		out = output_open(&o, output);
 		if (!out) {
-			fprintf(stderr, "tsc-report: --output %s: %s\n", output, strerror(errno));
+			fprintf(stderr, "tsc-report: --output %s: %s\n", output,
+				errno == ELOOP ? "a symbolic link: refused" :
+				errno == EEXIST ? "exists and is not a regular file: refused" :
+				strerror(errno));
 			return EXIT_USAGE;
 		}
 	}
