@@ -29,7 +29,8 @@ check)
 	pkgs="$build $guest $kernels $flavours linux-source-6.1 dkms sparse perl
 	      clang-14 libclang-rt-14-dev libabsl-dev g++ pkg-config
 	      python3-jsonschema prometheus clang-tidy cppcheck gcovr
-	      build-essential debhelper dh-dkms lintian systemd git mmdebstrap shellcheck" ;;
+	      build-essential debhelper dh-dkms lintian systemd git mmdebstrap shellcheck
+	      procps" ;;
 *)
 	echo "usage: $0 run|check" >&2
 	exit 2 ;;
