@@ -4,12 +4,13 @@
  * periods.  Pinned to CPU, at SCHED_FIFO (above any normal thread), it
  * waits until DELAY_MS after its start, then COUNT times: busy-spins
  * SPIN_US, sleeps PERIOD_MS.  Each spin's start and end go to LOG, one line
- * each, in ns of libtsc's clock, the clock tsc-jitter's dump is in: a
- * CLOCK_MONOTONIC stamp would drift from it by NTP's frequency correction
- * (tsc_now() advances at the TSC's rate), 40 us a second at 40 ppm.
- * The delay counts from the start, not from the end of tsc_clock_init(),
- * which may calibrate for up to a second.  Exit 4 if SCHED_FIFO is
- * refused (a skip).
+ * each, as TSC readings (lfence;rdtsc): the test puts them on the dump's
+ * clock with tsc-jitter's own anchor, so that no clock but the TSC is
+ * compared (a CLOCK_MONOTONIC stamp drifts from the dump's clock by NTP's
+ * frequency correction, 40 us a second at 40 ppm, and two processes'
+ * anchors by NTP's slew between them).  The delay counts from the start,
+ * not from the end of tsc_clock_init(), which may calibrate for up to a
+ * second.  Exit 4 if SCHED_FIFO is refused (a skip).
  *
  * Usage: jitter_inject CPU COUNT SPIN_US PERIOD_MS DELAY_MS LOG
  */
@@ -45,7 +46,7 @@ int main(int argc, char **argv)
 	long cpu, count, spin, period, delay;
 	struct timespec start;
 	struct tsc_clock clk;
-	uint64_t *spans;
+	uint64_t *spans, spin_ticks;
 	cpu_set_t set;
 	FILE *log;
 	int ret = 1;
@@ -96,10 +97,11 @@ int main(int argc, char **argv)
 	}
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &start, NULL) == EINTR)
 		;
+	spin_ticks = tsc_ns_to_ticks(&clk.conv, (uint64_t)spin);
 	for (long i = 0; i < count; i++) {
-		uint64_t t0 = tsc_now_ordered(&clk), t1;
+		uint64_t t0 = tsc_rdtsc_ordered(), t1;
 
-		while ((t1 = tsc_now_ordered(&clk)) - t0 < (uint64_t)spin)
+		while ((t1 = tsc_rdtsc_ordered()) - t0 < spin_ticks)
 			;
 		spans[2 * i] = t0;
 		spans[2 * i + 1] = t1;

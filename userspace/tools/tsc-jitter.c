@@ -411,10 +411,13 @@ int main(int argc, char **argv)
 		pthread_join(sp[i].thread, NULL);
 
 	if (json) {
+		/* The dump's clock: anchor_ticks is anchor_ns, at frequency_hz. */
 		printf("{\n  \"schema_version\": 1,\n  \"frequency_hz\": %.3f, \"frequency_source\": \"%s\",\n"
+		       "  \"anchor_ticks\": %llu, \"anchor_ns\": %llu,\n"
 		       "  \"runtime_s\": %.3f, \"threshold_ns\": %llu,\n  \"warnings\": ",
-		       clk.freq.hz, tsc_source_name(clk.freq.source), runtime,
-		       (unsigned long long)threshold_ns);
+		       clk.freq.hz, tsc_source_name(clk.freq.source),
+		       (unsigned long long)clk.base_ticks, (unsigned long long)clk.base_mono_ns,
+		       runtime, (unsigned long long)threshold_ns);
 		cli_json_str(stdout, warnings);
 		printf(",\n  \"cpus\": [");
 	} else {
