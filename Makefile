@@ -105,9 +105,11 @@ check-all:
 	$(MAKE) lib-coverage
 	$(MAKE) bench-smoke
 	$(MAKE) vm-check
+	@# Top-level results; and the subtests the guests' tests skipped, which
+	@# their own "ok" does not show (each with its reason in the log).
 	@cat $(BUILD)/lib-check.log $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-scaling) | awk \
-		'/^ok .*# SKIP/ { s++; next } /^ok / { p++ } /^not ok / { f++ } \
-		END { printf "check: %d passed, %d failed, %d skipped\n", p, f, s }'
+		'/^ok .*# SKIP/ { s++; next } /^ok / { p++ } /^not ok / { f++ } /^# ok .*# SKIP/ { n++ } \
+		END { printf "check: %d passed, %d failed, %d skipped; %d subtests skipped inside them\n", p, f, s, n }'
 
 # On a machine whose kernel loads modules: the same selftests, directly.
 HOST_RELEASE = $(shell cat $(KDIR)/include/config/kernel.release)
