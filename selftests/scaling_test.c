@@ -7,6 +7,13 @@
  * time, timing seven loads at each count; every CPU it took offline comes
  * back, whatever happens.  Needs root, $TSCFK_KO, and three CPUs for the
  * shape to mean anything.
+ *
+ * With more vCPUs than the host has CPUs ($TSCFK_OVERCOMMITTED), what is
+ * timed is the host's scheduling of the vCPUs, not the module: in an
+ * 8-vCPU guest on 2 host CPUs the cost per added CPU ran 3.0 and 4.5 ms
+ * in one run and 0.7 and 6.0 ms in the next (a load at 7 CPUs took 71
+ * ms, at 8 42 ms: the fastest of seven).  There the figures are logged,
+ * not held to the bound, as the IRQ-off bound is not.
  */
 #include "kselftest_harness.h"
 #include "tscfk_test.h"
@@ -86,7 +93,10 @@ TEST_F(module, load_time_grows_linearly)
 	hi = ((double)t[online] - (double)t[mid]) / (online - mid);
 	TH_LOG("cost per extra CPU: %.1f ms from %d to %d CPUs, %.1f ms from %d to %d",
 	       lo / 1e6, first, mid, hi / 1e6, mid, online);
-	EXPECT_GE(2.5 * lo + 1e6, hi);
+	if (getenv("TSCFK_OVERCOMMITTED"))
+		TH_LOG("bound not asserted: %s", getenv("TSCFK_OVERCOMMITTED"));
+	else
+		EXPECT_GE(2.5 * lo + 1e6, hi);
 }
 
 TEST_HARNESS_MAIN
