@@ -155,6 +155,9 @@ in_root() {
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	unshare --mount --propagation private -- sh -ec '
 		root=$1 cache=$2
+		# The root a mount point of its own, as / is on a machine: a
+		# nested check (make check run in here) needs to make it private.
+		mount --bind "$root" "$root"
 		mount -t proc proc "$root/proc"
 		mount --rbind /sys "$root/sys"
 		mount --rbind /dev "$root/dev"
