@@ -20,9 +20,9 @@ static int64_t mid64(int64_t lo, int64_t hi)
 	return lo + (int64_t)(((uint64_t)hi - (uint64_t)lo) / 2);
 }
 
-void tsc_offset_init(struct tsc_offset_est *e)
+void tscfk_offset_init(struct tscfk_offset_est *e)
 {
-	*e = (struct tsc_offset_est){ 0 };
+	*e = (struct tscfk_offset_est){ 0 };
 }
 
 /*
@@ -30,8 +30,8 @@ void tsc_offset_init(struct tsc_offset_est *e)
  * read as signed, so counters near the 64-bit wrap still give the right
  * small differences.
  */
-void tsc_offset_add(struct tsc_offset_est *e, uint64_t t1, uint64_t t,
-		    uint64_t t2)
+void tscfk_offset_add(struct tscfk_offset_est *e, uint64_t t1, uint64_t t,
+		      uint64_t t2)
 {
 	int64_t lo = (int64_t)(t - t2);
 	int64_t hi = (int64_t)(t - t1);
@@ -81,10 +81,10 @@ void tsc_offset_add(struct tsc_offset_est *e, uint64_t t1, uint64_t t,
  * and as its estimate the middle of the latest run of intersecting
  * brackets: the best guess of where the offset is now.
  */
-bool tsc_offset_result(const struct tsc_offset_est *e,
-		       struct tsc_offset_result *r)
+bool tscfk_offset_result(const struct tscfk_offset_est *e,
+			 struct tscfk_offset_result *r)
 {
-	if (e->rounds < TSC_OFFSET_MIN_ROUNDS)
+	if (e->rounds < TSCFK_OFFSET_MIN_ROUNDS)
 		return false;
 
 	r->rounds = e->rounds;
@@ -101,13 +101,13 @@ bool tsc_offset_result(const struct tsc_offset_est *e,
 	return true;
 }
 
-void tsc_skew_init(struct tsc_skew *s)
+void tscfk_skew_init(struct tscfk_skew *s)
 {
 	/* The reference itself is at offset zero, exactly. */
-	*s = (struct tsc_skew){ .min = 0, .max = 0, .monotonic = true };
+	*s = (struct tscfk_skew){ .min = 0, .max = 0, .monotonic = true };
 }
 
-void tsc_skew_add(struct tsc_skew *s, const struct tsc_offset_result *r)
+void tscfk_skew_add(struct tscfk_skew *s, const struct tscfk_offset_result *r)
 {
 	s->min = min64(s->min, r->min);
 	s->max = max64(s->max, r->max);
@@ -119,7 +119,7 @@ void tsc_skew_add(struct tsc_skew *s, const struct tsc_offset_result *r)
  * An upper bound on the difference between any two of the CPUs' TSCs read
  * at the same instant: the width of the envelope of all their intervals.
  */
-uint64_t tsc_skew_max(const struct tsc_skew *s)
+uint64_t tscfk_skew_max(const struct tscfk_skew *s)
 {
 	return (uint64_t)s->max - (uint64_t)s->min;
 }

@@ -15,8 +15,8 @@
  * Everything here is O(1) in memory and time per probe, with no allocation,
  * division or floating point, so the module can feed it with interrupts off.
  */
-#ifndef TSC_OFFSET_H
-#define TSC_OFFSET_H
+#ifndef TSCFK_OFFSET_H
+#define TSCFK_OFFSET_H
 
 #ifdef __KERNEL__
 #include <linux/types.h>
@@ -26,10 +26,10 @@
 #endif
 
 /* Fewer probes than this give no estimate: one lucky bracket proves little. */
-#define TSC_OFFSET_MIN_ROUNDS 8
+#define TSCFK_OFFSET_MIN_ROUNDS 8
 
 /* Running state for one (reference, target) pair. */
-struct tsc_offset_est {
+struct tscfk_offset_est {
 	int64_t lo, hi;		/* intersection of the current run of brackets */
 	int64_t env_lo, env_hi;	/* envelope of every bracket */
 	uint32_t rounds;	/* probes added */
@@ -39,7 +39,7 @@ struct tsc_offset_est {
 };
 
 /* What one pair's probes say. */
-struct tsc_offset_result {
+struct tscfk_offset_result {
 	int64_t offset;		/* best estimate, in ticks */
 	int64_t min, max;	/* the offset is certainly in [min, max] */
 	uint32_t rounds;	/* probes used */
@@ -48,19 +48,19 @@ struct tsc_offset_result {
 };
 
 /* Skew across a set of CPUs, one of which is the reference (offset 0). */
-struct tsc_skew {
+struct tscfk_skew {
 	int64_t min, max;	/* envelope of all offsets, reference included */
 	bool monotonic;		/* every pair consistent and monotonic */
 };
 
-void tsc_offset_init(struct tsc_offset_est *e);
-void tsc_offset_add(struct tsc_offset_est *e, uint64_t t1, uint64_t t,
-		    uint64_t t2);
-bool tsc_offset_result(const struct tsc_offset_est *e,
-		       struct tsc_offset_result *r);
+void tscfk_offset_init(struct tscfk_offset_est *e);
+void tscfk_offset_add(struct tscfk_offset_est *e, uint64_t t1, uint64_t t,
+		      uint64_t t2);
+bool tscfk_offset_result(const struct tscfk_offset_est *e,
+			 struct tscfk_offset_result *r);
 
-void tsc_skew_init(struct tsc_skew *s);
-void tsc_skew_add(struct tsc_skew *s, const struct tsc_offset_result *r);
-uint64_t tsc_skew_max(const struct tsc_skew *s);
+void tscfk_skew_init(struct tscfk_skew *s);
+void tscfk_skew_add(struct tscfk_skew *s, const struct tscfk_offset_result *r);
+uint64_t tscfk_skew_max(const struct tscfk_skew *s);
 
-#endif /* TSC_OFFSET_H */
+#endif /* TSCFK_OFFSET_H */

@@ -59,10 +59,10 @@ TSCFK_SUMMARY_ATTR(max_irqoff_ns, "%llu", max_irqoff_ns);
 static ssize_t max_skew_ticks_show(struct device *dev,
 				   struct device_attribute *attr, char *buf)
 {
-	struct tsc_skew skew;
+	struct tscfk_skew skew;
 
 	tscfk_summarise(&skew);
-	return sysfs_emit(buf, "%llu\n", tsc_skew_max(&skew));
+	return sysfs_emit(buf, "%llu\n", tscfk_skew_max(&skew));
 }
 static DEVICE_ATTR_RO(max_skew_ticks);
 
@@ -70,7 +70,7 @@ static DEVICE_ATTR_RO(max_skew_ticks);
 static ssize_t monotonic_show(struct device *dev,
 			      struct device_attribute *attr, char *buf)
 {
-	struct tsc_skew skew;
+	struct tscfk_skew skew;
 	bool all = tscfk_summarise(&skew);
 
 	return sysfs_emit(buf, "%d\n", all && skew.monotonic);

@@ -48,7 +48,7 @@ static int __init check_params(void)
 {
 	int ref = tscfk_reference_cpu;
 
-	if (check_range("rounds", tscfk_rounds, TSC_OFFSET_MIN_ROUNDS, 1000000) ||
+	if (check_range("rounds", tscfk_rounds, TSCFK_OFFSET_MIN_ROUNDS, 1000000) ||
 	    check_range("irqoff_max_us", tscfk_irqoff_max_us, 5, 10000) ||
 	    check_range("timeout_ms", tscfk_timeout_ms, 10, 60000))
 		return -EINVAL;
@@ -62,12 +62,12 @@ static int __init check_params(void)
 
 static void __init report(void)
 {
-	struct tsc_skew skew;
+	struct tscfk_skew skew;
 	bool all = tscfk_summarise(&skew);
 
 	pr_info("tsc_khz=%u, %u CPUs against cpu%d: max skew %llu ticks, %s\n",
 		tsc_khz, num_online_cpus(), tscfk_summary.reference_cpu,
-		tsc_skew_max(&skew),
+		tscfk_skew_max(&skew),
 		!all ? "some CPUs unmeasured" :
 		skew.monotonic ? "monotonic" : "NOT monotonic");
 }

@@ -58,7 +58,7 @@ static void measure_one(unsigned int ref, unsigned int cpu,
 	*max_irqoff_ns = max(*max_irqoff_ns, pair.max_irqoff_ns);
 	if (!pair.ok) {
 		pr_warn("cpu%u: fewer than %u probes answered within %u ms, left unmeasured\n",
-			cpu, TSC_OFFSET_MIN_ROUNDS, tscfk_timeout_ms);
+			cpu, TSCFK_OFFSET_MIN_ROUNDS, tscfk_timeout_ms);
 		return;
 	}
 	r->status = TSCFK_MEASURED;
@@ -103,12 +103,12 @@ static void measure_all(struct work_struct *work)
  * Skew over the online CPUs, from the published results.  Returns true when
  * every online CPU has a result, so that the verdict covers them all.
  */
-bool tscfk_summarise(struct tsc_skew *skew)
+bool tscfk_summarise(struct tscfk_skew *skew)
 {
 	bool all = true;
 	unsigned int cpu;
 
-	tsc_skew_init(skew);
+	tscfk_skew_init(skew);
 	mutex_lock(&tscfk_results_lock);
 	for_each_online_cpu(cpu) {
 		const struct tscfk_cpu_result *r = tscfk_cpu_result(cpu);
@@ -116,7 +116,7 @@ bool tscfk_summarise(struct tsc_skew *skew)
 		if (r->status == TSCFK_UNMEASURED)
 			all = false;
 		else
-			tsc_skew_add(skew, &r->offset);
+			tscfk_skew_add(skew, &r->offset);
 	}
 	mutex_unlock(&tscfk_results_lock);
 	return all;

@@ -48,7 +48,7 @@ static struct {
 	struct tscfk_pair *pair ____cacheline_aligned_in_smp;
 	u64 budget_ticks;	/* longest interrupts-off window */
 	u64 timeout_ticks;	/* longest wait for the other side */
-	struct tsc_offset_est est;
+	struct tscfk_offset_est est;
 	u64 ref_irqoff_ns, target_irqoff_ns;
 	struct work_struct ref_work, target_work;
 } pp = {
@@ -134,7 +134,7 @@ static void pp_reference(struct work_struct *work)
 
 			if (!pp_round(++round, w.end_tsc, &t1, &t, &t2))
 				break;
-			tsc_offset_add(&pp.est, t1, t, t2);
+			tscfk_offset_add(&pp.est, t1, t, t2);
 			done++;
 			if (!tsc_before(t2, w.end_tsc))
 				break;
@@ -192,7 +192,7 @@ void tscfk_pingpong(struct tscfk_pair *pair)
 	pp.pair = pair;
 	pp.budget_ticks = div_u64((u64)tscfk_irqoff_max_us * khz, 1000);
 	pp.timeout_ticks = (u64)tscfk_timeout_ms * khz;
-	tsc_offset_init(&pp.est);
+	tscfk_offset_init(&pp.est);
 	pp.ref_irqoff_ns = 0;
 	pp.target_irqoff_ns = 0;
 	pp.line.ping = 0;
@@ -204,6 +204,6 @@ void tscfk_pingpong(struct tscfk_pair *pair)
 	flush_work(&pp.ref_work);
 	flush_work(&pp.target_work);
 
-	pair->ok = tsc_offset_result(&pp.est, &pair->result);
+	pair->ok = tscfk_offset_result(&pp.est, &pair->result);
 	pair->max_irqoff_ns = max(pp.ref_irqoff_ns, pp.target_irqoff_ns);
 }

@@ -26,7 +26,7 @@ enum tscfk_status {
 /* What one CPU's files show. */
 struct tscfk_cpu_result {
 	enum tscfk_status status;
-	struct tsc_offset_result offset;
+	struct tscfk_offset_result offset;
 };
 
 /* What the global files show. */
@@ -42,7 +42,7 @@ extern struct mutex tscfk_results_lock;
 struct tscfk_cpu_result *tscfk_cpu_result(unsigned int cpu);
 extern struct tscfk_summary tscfk_summary;
 
-bool tscfk_summarise(struct tsc_skew *skew);
+bool tscfk_summarise(struct tscfk_skew *skew);
 void tscfk_measure_queue(void);
 void tscfk_measure_sync(void);
 void tscfk_measure_cancel(void);
@@ -53,7 +53,7 @@ int tscfk_cpu_offline(unsigned int cpu);
 struct tscfk_pair {
 	unsigned int ref_cpu, target_cpu;
 	bool ok;			/* enough probes for a result */
-	struct tsc_offset_result result;
+	struct tscfk_offset_result result;
 	u64 max_irqoff_ns;
 };
 

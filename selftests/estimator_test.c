@@ -51,7 +51,7 @@ static void sim_init(struct sim *s, uint64_t seed, uint64_t base)
 }
 
 /* One probe of a target whose offset is 'off', added to 'e'. */
-static void probe(struct sim *s, struct tsc_offset_est *e, int64_t off,
+static void probe(struct sim *s, struct tscfk_offset_est *e, int64_t off,
 		  uint64_t lat_lo, uint64_t lat_spread)
 {
 	uint64_t d1 = latency(s, lat_lo, lat_spread);
@@ -63,7 +63,7 @@ static void probe(struct sim *s, struct tsc_offset_est *e, int64_t off,
 	s->min_d1 = d1 < s->min_d1 ? d1 : s->min_d1;
 	s->min_d2 = d2 < s->min_d2 ? d2 : s->min_d2;
 	s->now += d1 + d2 + rnd(s) % 50;
-	tsc_offset_add(e, t1, t, t2);
+	tscfk_offset_add(e, t1, t, t2);
 }
 
 static const int64_t offsets[] = {
@@ -77,15 +77,15 @@ TEST(constant_offsets)
 	for (size_t i = 0; i < sizeof(offsets) / sizeof(offsets[0]); i++) {
 		for (uint64_t seed = 1; seed <= 20; seed++) {
 			int64_t off = offsets[i];
-			struct tsc_offset_result r;
-			struct tsc_offset_est e;
+			struct tscfk_offset_result r;
+			struct tscfk_offset_est e;
 			struct sim s;
 
 			sim_init(&s, seed * 7919, seed * 1000003);
-			tsc_offset_init(&e);
+			tscfk_offset_init(&e);
 			for (int k = 0; k < 500; k++)
 				probe(&s, &e, off, 20, 200);
-			ASSERT_TRUE(tsc_offset_result(&e, &r));
+			ASSERT_TRUE(tscfk_offset_result(&e, &r));
 			EXPECT_TRUE(r.consistent);
 			EXPECT_EQ(500u, r.rounds);
 			EXPECT_EQ(off - (int64_t)s.min_d2, r.min);
@@ -107,15 +107,15 @@ TEST(constant_offsets)
 /* Counters near the 64-bit wrap still give the right small offsets. */
 TEST(counter_wraps)
 {
-	struct tsc_offset_result r;
-	struct tsc_offset_est e;
+	struct tscfk_offset_result r;
+	struct tscfk_offset_est e;
 	struct sim s;
 
 	sim_init(&s, 42, UINT64_MAX - 20000);
-	tsc_offset_init(&e);
+	tscfk_offset_init(&e);
 	for (int k = 0; k < 200; k++)
 		probe(&s, &e, -700, 10, 100);
-	ASSERT_TRUE(tsc_offset_result(&e, &r));
+	ASSERT_TRUE(tscfk_offset_result(&e, &r));
 	EXPECT_TRUE(r.consistent);
 	EXPECT_EQ(-700 - (int64_t)s.min_d2, r.min);
 	EXPECT_EQ(-700 + (int64_t)s.min_d1, r.max);
@@ -130,15 +130,15 @@ TEST(jump_mid_run)
 
 	for (size_t i = 0; i < sizeof(jumps) / sizeof(jumps[0]); i++) {
 		int64_t before = jumps[i][0], after = jumps[i][1];
-		struct tsc_offset_result r;
-		struct tsc_offset_est e;
+		struct tscfk_offset_result r;
+		struct tscfk_offset_est e;
 		struct sim s;
 
 		sim_init(&s, 1234 + i, 77);
-		tsc_offset_init(&e);
+		tscfk_offset_init(&e);
 		for (int k = 0; k < 1000; k++)
 			probe(&s, &e, k < 500 ? before : after, 20, 200);
-		ASSERT_TRUE(tsc_offset_result(&e, &r));
+		ASSERT_TRUE(tscfk_offset_result(&e, &r));
 		EXPECT_FALSE(r.consistent);
 		EXPECT_LE(r.min, before);
 		EXPECT_GE(r.max, before);
@@ -156,15 +156,15 @@ TEST(jump_mid_run)
 /* A TSC that drifts by a tick per probe cannot be one constant offset. */
 TEST(drift)
 {
-	struct tsc_offset_result r;
-	struct tsc_offset_est e;
+	struct tscfk_offset_result r;
+	struct tscfk_offset_est e;
 	struct sim s;
 
 	sim_init(&s, 99, 5);
-	tsc_offset_init(&e);
+	tscfk_offset_init(&e);
 	for (int k = 0; k < 2000; k++)
 		probe(&s, &e, k, 5, 20);
-	ASSERT_TRUE(tsc_offset_result(&e, &r));
+	ASSERT_TRUE(tscfk_offset_result(&e, &r));
 	EXPECT_FALSE(r.consistent);
 	EXPECT_LE(r.min, 0);
 	EXPECT_GE(r.max, 1999);
@@ -173,36 +173,36 @@ TEST(drift)
 /* Too few probes give no result at all. */
 TEST(too_few_rounds)
 {
-	struct tsc_offset_result r = { .rounds = 12345 };
-	struct tsc_offset_est e;
+	struct tscfk_offset_result r = { .rounds = 12345 };
+	struct tscfk_offset_est e;
 	struct sim s;
 
 	sim_init(&s, 3, 0);
-	tsc_offset_init(&e);
-	EXPECT_FALSE(tsc_offset_result(&e, &r));
-	for (int k = 1; k < TSC_OFFSET_MIN_ROUNDS; k++) {
+	tscfk_offset_init(&e);
+	EXPECT_FALSE(tscfk_offset_result(&e, &r));
+	for (int k = 1; k < TSCFK_OFFSET_MIN_ROUNDS; k++) {
 		probe(&s, &e, 10, 20, 20);
-		EXPECT_FALSE(tsc_offset_result(&e, &r));
+		EXPECT_FALSE(tscfk_offset_result(&e, &r));
 	}
 	EXPECT_EQ(12345u, r.rounds);	/* untouched when refused */
 	probe(&s, &e, 10, 20, 20);
-	EXPECT_TRUE(tsc_offset_result(&e, &r));
-	EXPECT_EQ((uint32_t)TSC_OFFSET_MIN_ROUNDS, r.rounds);
+	EXPECT_TRUE(tscfk_offset_result(&e, &r));
+	EXPECT_EQ((uint32_t)TSCFK_OFFSET_MIN_ROUNDS, r.rounds);
 }
 
 /* The reference's own TSC going backwards spoils the pair. */
 TEST(reference_goes_backwards)
 {
-	struct tsc_offset_result r;
-	struct tsc_offset_est e;
+	struct tscfk_offset_result r;
+	struct tscfk_offset_est e;
 	struct sim s;
 
 	sim_init(&s, 8, 1000000);
-	tsc_offset_init(&e);
+	tscfk_offset_init(&e);
 	for (int k = 0; k < 50; k++)
 		probe(&s, &e, 0, 20, 20);
-	tsc_offset_add(&e, 5000, 4990, 4000);	/* t2 < t1 */
-	ASSERT_TRUE(tsc_offset_result(&e, &r));
+	tscfk_offset_add(&e, 5000, 4990, 4000);	/* t2 < t1 */
+	ASSERT_TRUE(tscfk_offset_result(&e, &r));
 	EXPECT_FALSE(r.consistent);
 	EXPECT_FALSE(r.monotonic);
 	EXPECT_EQ(50u, r.rounds);
@@ -211,26 +211,26 @@ TEST(reference_goes_backwards)
 /* Extreme readings must not overflow (UBSan watches) and stay ordered. */
 TEST(extreme_readings)
 {
-	struct tsc_offset_result r;
-	struct tsc_offset_est e;
+	struct tscfk_offset_result r;
+	struct tscfk_offset_est e;
 
 	/* The widest bracket there is: [t - t2, t - t1] = [0, INT64_MAX]. */
-	tsc_offset_init(&e);
+	tscfk_offset_init(&e);
 	for (int k = 0; k < 10; k++)
-		tsc_offset_add(&e, 0, (uint64_t)INT64_MAX, (uint64_t)INT64_MAX);
-	ASSERT_TRUE(tsc_offset_result(&e, &r));
+		tscfk_offset_add(&e, 0, (uint64_t)INT64_MAX, (uint64_t)INT64_MAX);
+	ASSERT_TRUE(tscfk_offset_result(&e, &r));
 	EXPECT_TRUE(r.consistent);
 	EXPECT_EQ(0, r.min);
 	EXPECT_EQ(INT64_MAX, r.max);
 	EXPECT_EQ(INT64_MAX / 2, r.offset);
 
 	/* Disjoint brackets at both ends of the range. */
-	tsc_offset_init(&e);
+	tscfk_offset_init(&e);
 	for (int k = 0; k < 10; k++) {
-		tsc_offset_add(&e, 0, (uint64_t)INT64_MIN + 2, 1);
-		tsc_offset_add(&e, 1, (uint64_t)INT64_MAX, 2);
+		tscfk_offset_add(&e, 0, (uint64_t)INT64_MIN + 2, 1);
+		tscfk_offset_add(&e, 1, (uint64_t)INT64_MAX, 2);
 	}
-	ASSERT_TRUE(tsc_offset_result(&e, &r));
+	ASSERT_TRUE(tscfk_offset_result(&e, &r));
 	EXPECT_FALSE(r.consistent);
 	EXPECT_FALSE(r.monotonic);
 	EXPECT_EQ(INT64_MIN + 1, r.min);
@@ -242,8 +242,8 @@ TEST(extreme_readings)
 	 * A bracket straddling +-2^63 has no signed representation: it is
 	 * refused like a reference going backwards, never turned around.
 	 */
-	tsc_offset_add(&e, 0, (uint64_t)INT64_MIN, 1);
-	ASSERT_TRUE(tsc_offset_result(&e, &r));
+	tscfk_offset_add(&e, 0, (uint64_t)INT64_MIN, 1);
+	ASSERT_TRUE(tscfk_offset_result(&e, &r));
 	EXPECT_EQ(20u, r.rounds);
 }
 
@@ -251,29 +251,29 @@ TEST(extreme_readings)
 TEST(skew)
 {
 	static const int64_t offs[] = { -100, 250, 40 };
-	struct tsc_skew skew;
+	struct tscfk_skew skew;
 	int64_t lo = 0, hi = 0;
 	struct sim s;
 
-	tsc_skew_init(&skew);
-	EXPECT_EQ(0u, tsc_skew_max(&skew));
+	tscfk_skew_init(&skew);
+	EXPECT_EQ(0u, tscfk_skew_max(&skew));
 	EXPECT_TRUE(skew.monotonic);
 	sim_init(&s, 5, 0);
 	for (size_t i = 0; i < 3; i++) {
-		struct tsc_offset_result r;
-		struct tsc_offset_est e;
+		struct tscfk_offset_result r;
+		struct tscfk_offset_est e;
 
-		tsc_offset_init(&e);
+		tscfk_offset_init(&e);
 		for (int k = 0; k < 300; k++)
 			probe(&s, &e, offs[i], 10, 30);
-		ASSERT_TRUE(tsc_offset_result(&e, &r));
-		tsc_skew_add(&skew, &r);
+		ASSERT_TRUE(tscfk_offset_result(&e, &r));
+		tscfk_skew_add(&skew, &r);
 		lo = r.min < lo ? r.min : lo;
 		hi = r.max > hi ? r.max : hi;
 	}
 	/* The true skew (350) is within the bound, which is the envelope. */
-	EXPECT_GE(tsc_skew_max(&skew), 350u);
-	EXPECT_EQ((uint64_t)(hi - lo), tsc_skew_max(&skew));
+	EXPECT_GE(tscfk_skew_max(&skew), 350u);
+	EXPECT_EQ((uint64_t)(hi - lo), tscfk_skew_max(&skew));
 	/* Offsets of 100 and 250 ticks exceed every 10..40 tick latency. */
 	EXPECT_FALSE(skew.monotonic);
 }

@@ -85,13 +85,13 @@ struct tsc__event {
 };
 
 void tsc__probe_decode(const struct tsc__event *log, size_t n, unsigned int ref,
-		       struct tsc_offset_est *est, bool *warp);
+		       struct tscfk_offset_est *est, bool *warp);
 /*
  * Race threads on cpus[0..n) until each has min_rounds probes against
  * cpus[ref], or max_ms pass; est[i] gets cpus[i]'s probes.
  */
 int tsc__probe_offsets(const int *cpus, unsigned int n, unsigned int ref,
 		       unsigned int min_rounds, unsigned int max_ms,
-		       struct tsc_offset_est *est, bool *warp);
+		       struct tscfk_offset_est *est, bool *warp);
 
 #endif /* TSC_INTERNAL_H */

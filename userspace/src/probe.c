@@ -69,14 +69,14 @@ static void *probe_loop(void *arg)
 
 /* Walk the claims: offsets from reference/other/reference runs, warps. */
 void tsc__probe_decode(const struct tsc__event *log, size_t n, unsigned int ref,
-		       struct tsc_offset_est *est, bool *warp)
+		       struct tscfk_offset_est *est, bool *warp)
 {
 	for (size_t i = 1; i < n; i++) {
 		if ((int64_t)(log[i].tsc - log[i - 1].tsc) < 0)
 			*warp = true;
 		if (i >= 2 && log[i - 2].cpu == ref && log[i].cpu == ref &&
 		    log[i - 1].cpu != ref)
-			tsc_offset_add(&est[log[i - 1].cpu], log[i - 2].tsc,
+			tscfk_offset_add(&est[log[i - 1].cpu], log[i - 2].tsc,
 				       log[i - 1].tsc, log[i].tsc);
 	}
 }
@@ -141,7 +141,7 @@ static int race(const int *cpus, unsigned int n, struct run *run, uint64_t deadl
 
 int tsc__probe_offsets(const int *cpus, unsigned int n, unsigned int ref,
 		       unsigned int min_rounds, unsigned int max_ms,
-		       struct tsc_offset_est *est, bool *warp)
+		       struct tscfk_offset_est *est, bool *warp)
 {
 	uint64_t deadline = ms_now() + max_ms;
 	uint64_t cap = (uint64_t)n * min_rounds * 8;
@@ -156,7 +156,7 @@ int tsc__probe_offsets(const int *cpus, unsigned int n, unsigned int ref,
 		return tsc__fail(-ENOMEM, "probe: out of memory");
 	memset(run, 0, sizeof(*run));
 	for (unsigned int i = 0; i < n; i++)
-		tsc_offset_init(&est[i]);
+		tscfk_offset_init(&est[i]);
 	*warp = false;
 
 	/* Until every CPU has its rounds, doubling the claims each time. */

@@ -127,9 +127,9 @@ static int module_offsets(const char *root, struct tsc_report *r)
 static int userspace_offsets(struct tsc_report *r, unsigned int min_rounds,
 			     unsigned int max_ms)
 {
-	struct tsc_offset_est *est;
+	struct tscfk_offset_est *est;
 	unsigned int n = 0;
-	struct tsc_skew skew;
+	struct tscfk_skew skew;
 	cpu_set_t set;
 	bool warp;
 	int *cpus, err;
@@ -157,26 +157,26 @@ static int userspace_offsets(struct tsc_report *r, unsigned int min_rounds,
 
 		r->offsets_source = TSC_OFFSETS_USERSPACE;
 		r->reference_cpu = cpus[0];
-		tsc_skew_init(&skew);
+		tscfk_skew_init(&skew);
 		for (unsigned int i = 0; i < n; i++) {
 			struct tsc_cpu_offset *c = &r->cpus[cpus[i]];
-			struct tsc_offset_result res;
+			struct tscfk_offset_result res;
 
 			if (i == 0) {
 				c->status = TSC_CPU_REFERENCE;
 				c->consistent = true;
-			} else if (tsc_offset_result(&est[i], &res)) {
+			} else if (tscfk_offset_result(&est[i], &res)) {
 				*c = (struct tsc_cpu_offset){
 					.cpu = cpus[i], .status = TSC_CPU_MEASURED,
 					.offset = res.offset, .min = res.min, .max = res.max,
 					.rounds = res.rounds, .consistent = res.consistent,
 				};
-				tsc_skew_add(&skew, &res);
+				tscfk_skew_add(&skew, &res);
 			} else {
 				all = false;
 			}
 		}
-		r->max_skew_ticks = tsc_skew_max(&skew);
+		r->max_skew_ticks = tscfk_skew_max(&skew);
 		r->monotonic = all && skew.monotonic && !warp;
 	}
 	free(cpus);

@@ -52,17 +52,17 @@ TEST(decode_finds_the_offsets)
 {
 	static const int64_t off[] = { 0, 25, -10, 7 };
 	static struct tsc__event log[20000];
-	struct tsc_offset_est est[4];
-	struct tsc_offset_result r;
+	struct tscfk_offset_est est[4];
+	struct tscfk_offset_result r;
 	bool warp = false;
 
 	for (int i = 0; i < 4; i++)
-		tsc_offset_init(&est[i]);
+		tscfk_offset_init(&est[i]);
 	tsc__probe_decode(log, synth(log, 20000, off, 4, 1, -1, 0) > 0 ? 20000 : 0,
 			  0, est, &warp);
 	EXPECT_EQ(0u, est[0].rounds);	/* the reference has no probes */
 	for (int i = 1; i < 4; i++) {
-		ASSERT_TRUE(tsc_offset_result(&est[i], &r));
+		ASSERT_TRUE(tscfk_offset_result(&est[i], &r));
 		EXPECT_TRUE(r.consistent);
 		EXPECT_LE(r.min, off[i]);
 		EXPECT_GE(r.max, off[i]);
@@ -77,16 +77,16 @@ TEST(decode_flags_backward_steps_and_jumps)
 {
 	static const int64_t off[] = { 0, 0 };
 	static struct tsc__event log[10000];
-	struct tsc_offset_est est[2];
-	struct tsc_offset_result r;
+	struct tscfk_offset_est est[2];
+	struct tscfk_offset_result r;
 	bool warp = false;
 
-	tsc_offset_init(&est[0]);
-	tsc_offset_init(&est[1]);
+	tscfk_offset_init(&est[0]);
+	tscfk_offset_init(&est[1]);
 	/* cpu1 jumps back 5000 ticks halfway: far more than any gap. */
 	tsc__probe_decode(log, synth(log, 10000, off, 2, 9, 5000, -5000), 0, est, &warp);
 	EXPECT_TRUE(warp);
-	ASSERT_TRUE(tsc_offset_result(&est[1], &r));
+	ASSERT_TRUE(tscfk_offset_result(&est[1], &r));
 	EXPECT_FALSE(r.consistent);
 	EXPECT_LE(r.min, -5000);
 	EXPECT_GE(r.max, 0);
