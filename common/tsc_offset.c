@@ -101,6 +101,23 @@ bool tscfk_offset_result(const struct tscfk_offset_est *e,
 	return true;
 }
 
+/*
+ * Whether the CPUs' IA32_TSC_ADJUST values agree with the measured offset.
+ * A TSC reads a counter started at reset plus its TSC_ADJUST, and a write
+ * to the TSC moves TSC_ADJUST by as much (Intel SDM vol. 3, 18.17.3), so
+ * two CPUs reset together (one package) differ by their TSC_ADJUSTs,
+ * exactly: the measured interval must hold that difference.  It need not
+ * across packages reset at different times, nor in a guest, whose
+ * hypervisor offsets the TSC behind the MSR.
+ */
+bool tscfk_offset_adjust_agrees(const struct tscfk_offset_result *r,
+				int64_t adjust_target, int64_t adjust_ref)
+{
+	int64_t want = (int64_t)((uint64_t)adjust_target - (uint64_t)adjust_ref);
+
+	return r->min <= want && want <= r->max;
+}
+
 void tscfk_skew_init(struct tscfk_skew *s)
 {
 	/* The reference itself is at offset zero, exactly. */

@@ -59,6 +59,9 @@ void tscfk_offset_add(struct tscfk_offset_est *e, uint64_t t1, uint64_t t,
 bool tscfk_offset_result(const struct tscfk_offset_est *e,
 			 struct tscfk_offset_result *r);
 
+bool tscfk_offset_adjust_agrees(const struct tscfk_offset_result *r,
+				int64_t adjust_target, int64_t adjust_ref);
+
 void tscfk_skew_init(struct tscfk_skew *s);
 void tscfk_skew_add(struct tscfk_skew *s, const struct tscfk_offset_result *r);
 uint64_t tscfk_skew_max(const struct tscfk_skew *s);

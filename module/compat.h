@@ -18,4 +18,17 @@ static inline struct device *bus_get_dev_root(struct bus_type *bus)
 }
 #endif
 
+/*
+ * cpu_is_isolated() came in 6.2 (and to Debian's 6.1 with a stable update):
+ * a CPU outside the housekeeping set of the scheduler domains or the tick.
+ */
+#ifndef TSCFK_HAVE_CPU_IS_ISOLATED
+#include <linux/sched/isolation.h>
+static inline bool cpu_is_isolated(int cpu)
+{
+	return !housekeeping_test_cpu(cpu, HK_TYPE_DOMAIN) ||
+	       !housekeeping_test_cpu(cpu, HK_TYPE_TICK);
+}
+#endif
+
 #endif /* TSCFK_COMPAT_H */

@@ -22,7 +22,7 @@ MODULE_PARM_DESC(rounds, "Probes per CPU and measurement, 8 to 1000000 (default 
 
 unsigned int tscfk_irqoff_max_us = 100;
 module_param_named(irqoff_max_us, tscfk_irqoff_max_us, uint, 0444);
-MODULE_PARM_DESC(irqoff_max_us, "Longest interrupts-off window in microseconds, 5 to 10000 (default 100)");
+MODULE_PARM_DESC(irqoff_max_us, "Longest interrupts-off window in microseconds, 1 to 10000 (default 100)");
 
 unsigned int tscfk_timeout_ms = 1000;
 module_param_named(timeout_ms, tscfk_timeout_ms, uint, 0444);
@@ -31,6 +31,10 @@ MODULE_PARM_DESC(timeout_ms, "Give up on a CPU that does not answer within this 
 int tscfk_reference_cpu = -1;
 module_param_named(reference_cpu, tscfk_reference_cpu, int, 0444);
 MODULE_PARM_DESC(reference_cpu, "CPU to measure the others against, -1 for the first online CPU (default -1)");
+
+bool tscfk_measure_isolated;
+module_param_named(measure_isolated, tscfk_measure_isolated, bool, 0444);
+MODULE_PARM_DESC(measure_isolated, "Measure CPUs outside the housekeeping set (isolcpus=, nohz_full=) too (default N)");
 
 static enum cpuhp_state hp_state;
 static struct device *cpu_root;
@@ -49,7 +53,7 @@ static int __init check_params(void)
 	int ref = tscfk_reference_cpu;
 
 	if (check_range("rounds", tscfk_rounds, TSCFK_OFFSET_MIN_ROUNDS, 1000000) ||
-	    check_range("irqoff_max_us", tscfk_irqoff_max_us, 5, 10000) ||
+	    check_range("irqoff_max_us", tscfk_irqoff_max_us, 1, 10000) ||
 	    check_range("timeout_ms", tscfk_timeout_ms, 10, 60000))
 		return -EINVAL;
 	if (ref < -1 || (ref >= 0 && (ref >= nr_cpu_ids || !cpu_online(ref)))) {
@@ -93,16 +97,19 @@ static int __init tscfk_init(void)
 		pr_err("the cpu subsystem has no root device\n");
 		return -ENODEV;
 	}
-	err = tscfk_cpu_sysfs_init();
+	err = tscfk_pingpong_init();
 	if (err)
 		goto err_put_root;
+	err = tscfk_cpu_sysfs_init();
+	if (err)
+		goto err_pingpong;
 	err = cpuhp_setup_state_nocalls(CPUHP_AP_ONLINE_DYN, "tsc_freq_khz:online",
 					tscfk_cpu_online, tscfk_cpu_offline);
 	if (err < 0)
 		goto err_cpu_sysfs;
 	hp_state = err;
 
-	tscfk_measure_sync();
+	tscfk_measure_all_sync();
 	err = tscfk_global_sysfs_init(cpu_root);
 	if (err)
 		goto err_hotplug;
@@ -114,18 +121,26 @@ err_hotplug:
 	tscfk_measure_cancel();
 err_cpu_sysfs:
 	tscfk_cpu_sysfs_exit();
+err_pingpong:
+	tscfk_pingpong_exit();
 err_put_root:
 	put_device(cpu_root);
 	return err;
 }
 
-/* Stop every source of new work before waiting for the last of it. */
+/*
+ * Stop every source of new work before waiting for the last of it.  The
+ * wait is bounded by one pair (measure.c); a side that outlived its pair
+ * holds the module, so that rmmod is refused at once rather than wait for
+ * it (pingpong.c).
+ */
 static void __exit tscfk_exit(void)
 {
 	tscfk_global_sysfs_exit(cpu_root);
 	cpuhp_remove_state_nocalls(hp_state);
 	tscfk_measure_cancel();
 	tscfk_cpu_sysfs_exit();
+	tscfk_pingpong_exit();
 	put_device(cpu_root);
 }
 

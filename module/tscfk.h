@@ -16,22 +16,43 @@ extern unsigned int tscfk_rounds;
 extern unsigned int tscfk_irqoff_max_us;
 extern unsigned int tscfk_timeout_ms;
 extern int tscfk_reference_cpu;
+extern bool tscfk_measure_isolated;
 
 enum tscfk_status {
-	TSCFK_UNMEASURED,	/* offline, failed, or not yet measured */
+	TSCFK_UNMEASURED,	/* see enum tscfk_why */
 	TSCFK_REFERENCE,	/* the CPU the others are measured against */
 	TSCFK_MEASURED,
+};
+
+/* Why a CPU is unmeasured; cpuN/tsc/unmeasured_reason names them. */
+enum tscfk_why {
+	TSCFK_WHY_PENDING,	/* not measured yet: zero, as a fresh result is */
+	TSCFK_WHY_OFFLINE,
+	TSCFK_WHY_ISOLATED,	/* isolcpus=, nohz_full=, an isolated cpuset */
+	TSCFK_WHY_NOT_STARTED,	/* its side did not run within timeout_ms */
+	TSCFK_WHY_REFERENCE_NOT_STARTED,
+	TSCFK_WHY_STALLED,	/* its side ran but did not end in time */
+	TSCFK_WHY_TOO_FEW_PROBES,
+	TSCFK_WHY_WRONG_CPU,	/* a side ran on another CPU */
+	TSCFK_WHY_NO_MEMORY,
+	TSCFK_WHY_NONE,		/* it has a result */
 };
 
 /* What one CPU's files show. */
 struct tscfk_cpu_result {
 	enum tscfk_status status;
+	enum tscfk_why why;	/* when unmeasured */
 	struct tscfk_offset_result offset;
+	unsigned int clean_rounds;	/* probes not stretched by a disturbance */
+	bool have_adjust;	/* the CPU has IA32_TSC_ADJUST, read as: */
+	s64 adjust;
 };
+
+const char *tscfk_why_name(enum tscfk_why why);
 
 /* What the global files show. */
 struct tscfk_summary {
-	u64 generation;		/* completed measurements since load */
+	u64 generation;		/* changes to the published results */
 	u64 measured_ns;	/* CLOCK_MONOTONIC when the last one ended */
 	u64 max_irqoff_ns;	/* longest interrupts-off window in it */
 	int reference_cpu;	/* -1 before the first measurement */
@@ -43,21 +64,28 @@ struct tscfk_cpu_result *tscfk_cpu_result(unsigned int cpu);
 extern struct tscfk_summary tscfk_summary;
 
 bool tscfk_summarise(struct tscfk_skew *skew);
-void tscfk_measure_queue(void);
-void tscfk_measure_sync(void);
+void tscfk_measure_all_sync(void);
 void tscfk_measure_cancel(void);
 int tscfk_cpu_online(unsigned int cpu);
 int tscfk_cpu_offline(unsigned int cpu);
 
 /* pingpong.c: measure one target CPU against the reference CPU. */
 struct tscfk_pair {
-	unsigned int ref_cpu, target_cpu;
-	bool ok;			/* enough probes for a result */
+	enum tscfk_why why;		/* TSCFK_WHY_NONE: the rest holds */
 	struct tscfk_offset_result result;
+	unsigned int clean_rounds;
+	bool have_adjust;
+	s64 adjust;			/* the target's IA32_TSC_ADJUST */
 	u64 max_irqoff_ns;
 };
 
-void tscfk_pingpong(struct tscfk_pair *pair);
+struct tscfk_pp;
+int tscfk_pingpong_init(void);
+void tscfk_pingpong_exit(void);
+struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu,
+				unsigned long start_by);
+void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair);
+void tscfk_pp_drop(struct tscfk_pp *pp);
 
 /* cpu_sysfs.c: per-CPU files and cpu0/tsc_freq_khz. */
 int tscfk_cpu_sysfs_init(void);

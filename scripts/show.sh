@@ -43,18 +43,23 @@ for f in constant_tsc nonstop_tsc tsc_known_freq tsc_reliable tsc_adjust; do
 	printf 'CPU flag %-14s %s\n' "$f" "$(yesno $tsc/$f)"
 done
 echo
-echo "Offsets against cpu$ref, measured $(val $tsc/generation) time(s):"
-printf '  %-6s %-11s %12s  %-26s %7s %s\n' cpu status "offset/ticks" "certainly within" rounds consistent
+echo "Offsets against cpu$ref (results generation $(val $tsc/generation)):"
+row='  %-6s %-22s %12s  %-22s %7s %6s %-10s %s\n'
+# shellcheck disable=SC2059 # the format is ours
+printf "$row" cpu status "offset/ticks" "certainly within" rounds clean consistent TSC_ADJUST
 for d in "$cpu"/cpu[0-9]*/tsc; do
 	n=${d%/tsc}; n=${n##*/cpu}
-	printf '  %-6s %-11s %12s  %-26s %7s %s\n' "cpu$n" "$(val "$d/status")" \
-		"$(val "$d/offset_ticks")" \
+	status=$(val "$d/status")
+	[ "$status" = unmeasured ] && status="unmeasured: $(val "$d/unmeasured_reason")"
+	# shellcheck disable=SC2059
+	printf "$row" "cpu$n" "$status" "$(val "$d/offset_ticks")" \
 		"[$(val "$d/offset_min_ticks"), $(val "$d/offset_max_ticks")]" \
-		"$(val "$d/rounds")" "$(val "$d/consistent")"
+		"$(val "$d/rounds")" "$(val "$d/clean_rounds")" "$(val "$d/consistent")" \
+		"$(val "$d/adjust_ticks")"
 done
 echo
 awk -v t="$skew" -v k="$khz" 'BEGIN { printf "Max skew              %s ticks = %.1f ns (upper bound)\n", t, t * 1e6 / k }'
-echo "Monotonic across CPUs $(yesno $tsc/monotonic)"
+echo "Monotonic vs cpu$ref   $(yesno $tsc/monotonic_vs_reference)"
 echo "Longest IRQ-off       $(val $tsc/max_irqoff_ns) ns (bound $(val /sys/module/tsc_freq_khz/parameters/irqoff_max_us) us)"
 awk -v w="$(val $tsc/last_measured_ns)" \
 	'BEGIN { printf "Last measured at      %.3f s of CLOCK_MONOTONIC\n", w / 1e9 }'
@@ -64,7 +69,7 @@ why=()
 [ "$(val $tsc/unstable)" = 1 ] && why+=("the kernel marked the TSC unstable")
 [ "$(val $tsc/constant_tsc)" = 1 ] || why+=("no constant_tsc: the rate may follow the core clock")
 [ "$(val $tsc/nonstop_tsc)" = 1 ] || why+=("no nonstop_tsc: the TSC may stop in deep idle")
-[ "$(val $tsc/monotonic)" = 1 ] || why+=("cross-CPU monotonicity not proven (see the table)")
+[ "$(val $tsc/monotonic_vs_reference)" = 1 ] || why+=("not every CPU proven never to step back against the reference (see the table)")
 echo
 if [ ${#why[@]} -eq 0 ]; then
 	echo "Verdict: TSC trustworthy across CPUs: yes"

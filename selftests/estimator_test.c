@@ -278,4 +278,44 @@ TEST(skew)
 	EXPECT_FALSE(skew.monotonic);
 }
 
+/*
+ * TSC_ADJUST: CPUs of one package count one counter plus their own
+ * TSC_ADJUST, so the offset the probes bound is the difference of the two
+ * MSRs, wherever the counter and the MSRs stand (near the wrap included).
+ * A TSC set apart from its TSC_ADJUST (another package reset later, a
+ * hypervisor's offset) is caught as soon as that part exceeds the
+ * interval's width.
+ */
+TEST(tsc_adjust_relation)
+{
+	static const int64_t adjusts[][2] = {
+		{ 0, 0 }, { 1000, 0 }, { 0, 1000 }, { -123456789, 987654321 },
+		{ INT64_MAX, INT64_MIN }, { -1, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(adjusts) / sizeof(adjusts[0]); i++) {
+		int64_t adj_t = adjusts[i][0], adj_r = adjusts[i][1];
+		/* The offset the two MSRs make: target minus reference. */
+		int64_t off = (int64_t)((uint64_t)adj_t - (uint64_t)adj_r);
+
+		for (int64_t apart = 0; apart <= 1000; apart += 1000) {
+			struct tscfk_offset_result r;
+			struct tscfk_offset_est e;
+			struct sim s;
+
+			/* The reference reads the counter plus its TSC_ADJUST. */
+			sim_init(&s, 31 + (uint64_t)i, (uint64_t)adj_r - 4096);
+			tscfk_offset_init(&e);
+			for (int k = 0; k < 200; k++)
+				probe(&s, &e, (int64_t)((uint64_t)off + (uint64_t)apart), 20, 100);
+			ASSERT_TRUE(tscfk_offset_result(&e, &r));
+			/* Latencies of at least 20 make an interval under 400 wide. */
+			ASSERT_GT(400, r.max - r.min);
+			EXPECT_EQ(apart == 0, tscfk_offset_adjust_agrees(&r, adj_t, adj_r))
+				TH_LOG("TSC_ADJUST %lld and %lld, %lld ticks apart beside them",
+				       (long long)adj_t, (long long)adj_r, (long long)apart);
+		}
+	}
+}
+
 TEST_HARNESS_MAIN

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * CPU hotplug: an offlined CPU keeps its files, which read as unmeasured
- * (numbers: ENODATA); brought back, it is measured again without anyone
- * asking.  Needs the module loaded, root, two CPUs and a hot-pluggable one.
+ * (numbers: ENODATA, reason: offline); brought back, it alone is measured
+ * again without anyone asking.  Every change bumps the generation.  Needs
+ * the module loaded, root, two CPUs and a hot-pluggable one.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,14 +32,42 @@ static void expect_status(struct __test_metadata *_metadata, int cpu,
 	EXPECT_STREQ(want, buf) TH_LOG("cpu%d", cpu);
 }
 
+/* What a measurement of a CPU leaves: its interval and probe count. */
+struct cpu_numbers {
+	int64_t lo, hi;
+	uint64_t rounds;
+};
+
+static void read_numbers(struct __test_metadata *_metadata, int cpu,
+			 struct cpu_numbers *c)
+{
+	char path[128];
+
+	c->lo = READ_S64(cpu_path(path, sizeof(path), cpu, "tsc/offset_min_ticks"));
+	c->hi = READ_S64(cpu_path(path, sizeof(path), cpu, "tsc/offset_max_ticks"));
+	c->rounds = READ_U64(cpu_path(path, sizeof(path), cpu, "tsc/rounds"));
+}
+
+/* Poll until 'cpu' is no longer pending, for up to 60 s. */
+static void wait_judged(int cpu)
+{
+	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + 60000000000ull;
+
+	while (!strcmp(read_reason(cpu), "pending\n") &&
+	       now_ns(CLOCK_MONOTONIC) < deadline)
+		usleep(10000);
+}
+
 TEST(offline_then_online)
 {
 	static const char * const numbers[] = {
 		"tsc/offset_ticks", "tsc/offset_min_ticks",
 		"tsc/offset_max_ticks", "tsc/rounds", "tsc/consistent",
 	};
+	int cpus[MAX_CPUS], n;
+	struct cpu_numbers others[MAX_CPUS];
 	int64_t ref, victim;
-	uint64_t gen, deadline;
+	uint64_t gen;
 	char path[128], buf[64];
 
 	REQUIRE_MODULE();
@@ -50,8 +79,11 @@ TEST(offline_then_online)
 		SKIP(return, "no CPU other than the reference can go offline");
 	expect_status(_metadata, (int)victim, "measured\n");
 
+	gen = READ_U64(TSC_DIR "/generation");
 	ASSERT_EQ(0, set_online((int)victim, false));
+	EXPECT_LT(gen, READ_U64(TSC_DIR "/generation")) TH_LOG("offline is a change");
 	expect_status(_metadata, (int)victim, "unmeasured\n");
+	EXPECT_STREQ("offline\n", read_reason((int)victim));
 	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
 		EXPECT_EQ(-ENODATA, read_file(cpu_path(path, sizeof(path),
 						       (int)victim, numbers[i]),
@@ -59,16 +91,32 @@ TEST(offline_then_online)
 			TH_LOG("cpu%" PRId64 "/%s", victim, numbers[i]);
 	}
 
+	/* The others' numbers, to show that they are not measured again. */
+	n = list_cpus(cpus, MAX_CPUS);
+	for (int i = 0; i < n; i++)
+		others[i].rounds = 0;
+	for (int i = 0; i < n; i++)
+		if (cpus[i] != ref && cpu_is_online(cpus[i]))
+			read_numbers(_metadata, cpus[i], &others[i]);
+
 	gen = READ_U64(TSC_DIR "/generation");
 	ASSERT_EQ(0, set_online((int)victim, true));
 	/* The module measures on its own after onlining; give it 60 s. */
-	deadline = now_ns(CLOCK_MONOTONIC) + 60000000000ull;
-	while (READ_U64(TSC_DIR "/generation") == gen &&
-	       now_ns(CLOCK_MONOTONIC) < deadline)
-		usleep(10000);
+	wait_judged((int)victim);
 	EXPECT_LT(gen, READ_U64(TSC_DIR "/generation"));
 	expect_status(_metadata, (int)victim, "measured\n");
 	EXPECT_LE(8u, READ_U64(cpu_path(path, sizeof(path), (int)victim, "tsc/rounds")));
+	EXPECT_EQ(ref, READ_S64(TSC_DIR "/reference_cpu"));
+	for (int i = 0; i < n; i++) {
+		struct cpu_numbers now;
+
+		if (!others[i].rounds || !cpu_is_online(cpus[i]))
+			continue;
+		read_numbers(_metadata, cpus[i], &now);
+		EXPECT_EQ(0, memcmp(&now, &others[i], sizeof(now)))
+			TH_LOG("cpu%d was measured again when cpu%" PRId64 " came online",
+			       cpus[i], victim);
+	}
 }
 
 struct trigger_loop {

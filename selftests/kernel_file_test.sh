@@ -19,7 +19,7 @@ file=/sys/devices/system/cpu/cpu0/tsc_freq_khz
 [ -e $file ] && ktap_skip_all "this kernel really provides $file"
 [ -d /sys/module/tsc_freq_khz ] && ktap_skip_all "tsc_freq_khz is loaded"
 
-ktap_plan 7
+ktap_plan 8
 mark="kernel_file_test $$.$RANDOM"
 echo "$mark" > /dev/kmsg
 ktap_check "the stand-in kernel file appears" insmod "$fake"
@@ -31,8 +31,14 @@ ktap_check "the module says so, once" test "$said" = 1
 ktap_check "the file still reads 12345, and the rest is there" \
 	test "$(cat $file)" = 12345 -a -e /sys/devices/system/cpu/tsc/generation \
 	-a -e /sys/devices/system/cpu/cpu0/tsc/status
+ours=$(find /sys/devices/system/cpu/ -maxdepth 2 -name tsc_freq_khz ! -path '*/cpu0/*' \
+	-exec cat {} + | sort -u)
+echo "# the other CPUs' files read: ${ours:-(no other CPU)}"
+ktap_check "the other CPUs' files are the module's: tsc_khz, not 12345" \
+	test "${ours:-none}" != 12345
 rmmod tsc_freq_khz
 ktap_check "unloading tsc_freq_khz leaves the kernel's file" test "$(cat $file 2>&1)" = 12345
 rmmod tscfk_fake_kernel_file
-ktap_check "and nothing else is left" test ! -e $file -a ! -e /sys/devices/system/cpu/tsc
+ktap_check "and nothing else is left" test ! -e $file -a ! -e /sys/devices/system/cpu/tsc \
+	-a -z "$(find /sys/devices/system/cpu/ -maxdepth 2 -name tsc_freq_khz)"
 ktap_finish

@@ -87,7 +87,7 @@ TEST(report_takes_the_module_offsets)
 	EXPECT_EQ(TSC_OFFSETS_MODULE, r.offsets_source);
 	EXPECT_EQ(READ_S64(TSC_DIR "/reference_cpu"), r.reference_cpu);
 	EXPECT_EQ(READ_U64(TSC_DIR "/max_skew_ticks"), r.max_skew_ticks);
-	EXPECT_EQ(READ_U64(TSC_DIR "/monotonic"), (uint64_t)r.monotonic);
+	EXPECT_EQ(READ_U64(TSC_DIR "/monotonic_vs_reference"), (uint64_t)r.monotonic);
 	EXPECT_EQ(READ_U64(TSC_DIR "/unstable"), (uint64_t)r.kernel_unstable);
 	for (int i = 0; i < n && cpus[i] < (int)r.ncpus; i++) {
 		const struct tsc_cpu_offset *c = &r.cpus[cpus[i]];

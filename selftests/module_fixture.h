@@ -20,6 +20,8 @@ static inline void expect_no_files(struct __test_metadata *_metadata)
 	for (int i = 0; i < n; i++) {
 		EXPECT_NE(0, access(cpu_path(path, sizeof(path), cpus[i], "tsc"), F_OK))
 			TH_LOG("cpu%d/tsc left behind", cpus[i]);
+		EXPECT_NE(0, access(cpu_path(path, sizeof(path), cpus[i], "tsc_freq_khz"), F_OK))
+			TH_LOG("cpu%d/tsc_freq_khz left behind", cpus[i]);
 	}
 }
 

@@ -196,7 +196,7 @@ static const struct {
 	long long min, max;
 } ranges[] = {
 	{ "rounds", 8, 1000000 },
-	{ "irqoff_max_us", 5, 10000 },
+	{ "irqoff_max_us", 1, 10000 },
 	{ "timeout_ms", 10, 60000 },
 	{ "reference_cpu", -1, MAX_CPUS },
 };
@@ -274,7 +274,7 @@ TEST_F(module, random_parameters)
  */
 TEST_F(module, irqoff_bound_at_limits)
 {
-	static const int bounds[] = { 5, 100, 10000 };
+	static const int bounds[] = { 1, 100, 10000 };
 	const char *overcommitted = getenv("TSCFK_OVERCOMMITTED");
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)

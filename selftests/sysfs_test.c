@@ -16,12 +16,13 @@
 static const char * const global_ro[] = {
 	"unstable", "constant_tsc", "nonstop_tsc", "tsc_known_freq",
 	"tsc_reliable", "tsc_adjust", "reference_cpu", "generation",
-	"last_measured_ns", "max_irqoff_ns", "max_skew_ticks", "monotonic",
+	"last_measured_ns", "max_irqoff_ns", "max_skew_ticks", "monotonic_vs_reference",
 };
 
 static const char * const per_cpu_ro[] = {
-	"status", "offset_ticks", "offset_min_ticks", "offset_max_ticks",
-	"rounds", "consistent",
+	"tsc_freq_khz", "tsc/status", "tsc/unmeasured_reason",
+	"tsc/offset_ticks", "tsc/offset_min_ticks", "tsc/offset_max_ticks",
+	"tsc/rounds", "tsc/consistent", "tsc/clean_rounds", "tsc/adjust_ticks",
 };
 
 static inline uint64_t rdtsc_ordered(void)
@@ -63,6 +64,22 @@ TEST(freq_equals_kernel_message)
 		SKIP(return, "the kernel log no longer holds the TSC calibration");
 	TH_LOG("kernel said: %s", msg);
 	EXPECT_EQ(kernel, khz);
+}
+
+/* Every CPU device has the file, with cpu0's content: tsc_khz is global. */
+TEST(freq_on_every_cpu)
+{
+	int cpus[MAX_CPUS], n = list_cpus(cpus, MAX_CPUS);
+	char want[64], got[64], path[128];
+
+	ASSERT_LT(0, read_file(FREQ_FILE, want, sizeof(want)));
+	ASSERT_LT(0, n);
+	for (int c = 0; c < n; c++) {
+		ASSERT_LT(0, read_file(cpu_path(path, sizeof(path), cpus[c],
+						"tsc_freq_khz"), got, sizeof(got)))
+			TH_LOG("cpu%d", cpus[c]);
+		EXPECT_STREQ(want, got) TH_LOG("cpu%d", cpus[c]);
+	}
 }
 
 /* Bracketed sample: a clock read between two ordered TSC reads. */
@@ -129,7 +146,7 @@ TEST(modes)
 	ASSERT_LT(0, n);
 	for (int c = 0; c < n; c++)
 		for (size_t i = 0; i < ARRAY_SIZE(per_cpu_ro); i++) {
-			snprintf(file, sizeof(file), "tsc/%s", per_cpu_ro[i]);
+			snprintf(file, sizeof(file), "%s", per_cpu_ro[i]);
 			expect_mode(_metadata, cpu_path(path, sizeof(path),
 							cpus[c], file), 0444);
 		}
@@ -232,7 +249,8 @@ TEST(per_cpu_results)
 	int cpus[MAX_CPUS], n = list_cpus(cpus, MAX_CPUS);
 	int64_t ref = READ_S64(TSC_DIR "/reference_cpu");
 	uint64_t max_rounds = READ_U64(MODULE_DIR "/parameters/rounds");
-	char path[256], status[32];
+	bool has_adjust = READ_U64(TSC_DIR "/tsc_adjust") == 1;
+	char path[256], status[32], buf[64];
 	int references = 0;
 
 	for (int c = 0; c < n; c++) {
@@ -243,8 +261,15 @@ TEST(per_cpu_results)
 				       status, sizeof(status)));
 		if (!cpu_is_online(cpu)) {
 			EXPECT_STREQ("unmeasured\n", status) TH_LOG("cpu%d", cpu);
+			EXPECT_STREQ("offline\n", read_reason(cpu)) TH_LOG("cpu%d", cpu);
+			EXPECT_EQ(-ENODATA, read_file(cpu_path(path, sizeof(path), cpu,
+							       "tsc/adjust_ticks"), buf, sizeof(buf)));
 			continue;
 		}
+		if (strcmp(status, "unmeasured\n") == 0)
+			TH_LOG("cpu%d: unmeasured: %s", cpu, read_reason(cpu));
+		else
+			EXPECT_STREQ("ENODATA", read_reason(cpu)) TH_LOG("cpu%d", cpu);
 		if (cpu == ref) {
 			references++;
 			EXPECT_STREQ("reference\n", status);
@@ -259,14 +284,29 @@ TEST(per_cpu_results)
 		EXPECT_LE(lo, off);
 		EXPECT_LE(off, hi);
 		EXPECT_GE(1u, READ_U64(cpu_path(path, sizeof(path), cpu, "tsc/consistent")));
+		/* Read on the CPU itself, where the CPU has the MSR. */
+		if (has_adjust)
+			READ_S64(cpu_path(path, sizeof(path), cpu, "tsc/adjust_ticks"));
+		else
+			EXPECT_EQ(-EOPNOTSUPP, read_file(cpu_path(path, sizeof(path), cpu,
+								  "tsc/adjust_ticks"),
+							 buf, sizeof(buf))) TH_LOG("cpu%d", cpu);
 		if (cpu == ref) {
 			EXPECT_EQ(0, lo);
 			EXPECT_EQ(0, hi);
+			EXPECT_EQ(0u, READ_U64(cpu_path(path, sizeof(path), cpu,
+							"tsc/clean_rounds")));
 		} else {
 			uint64_t rounds = READ_U64(cpu_path(path, sizeof(path), cpu, "tsc/rounds"));
+			uint64_t clean = READ_U64(cpu_path(path, sizeof(path), cpu,
+							   "tsc/clean_rounds"));
 
 			EXPECT_LE(8u, rounds);
 			EXPECT_GE(max_rounds, rounds);
+			/* The fastest probe is clean by definition. */
+			EXPECT_LE(1u, clean) TH_LOG("cpu%d", cpu);
+			EXPECT_GE(rounds, clean) TH_LOG("cpu%d", cpu);
+			TH_LOG("cpu%d: %" PRIu64 " of %" PRIu64 " probes clean", cpu, clean, rounds);
 		}
 		TH_LOG("cpu%d: %s offset %" PRId64 " in [%" PRId64 ", %" PRId64 "]",
 		       cpu, strtok(status, "\n"), off, lo, hi);
@@ -300,7 +340,7 @@ TEST(summary_matches_per_cpu)
 			monotonic = false;
 	}
 	EXPECT_EQ((uint64_t)(env_hi - env_lo), READ_U64(TSC_DIR "/max_skew_ticks"));
-	EXPECT_EQ((uint64_t)monotonic, READ_U64(TSC_DIR "/monotonic"));
+	EXPECT_EQ((uint64_t)monotonic, READ_U64(TSC_DIR "/monotonic_vs_reference"));
 }
 
 /*

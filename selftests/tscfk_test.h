@@ -226,6 +226,35 @@ static inline uint64_t kernel_khz_from_log(char *msg, size_t size)
 	return mhz * 1000 + frac;
 }
 
+/* The words cpuN/tsc/unmeasured_reason may hold (see the ABI doc). */
+static inline bool reason_known(const char *buf)
+{
+	static const char * const words[] = {
+		"pending\n", "offline\n", "isolated\n", "not_started\n",
+		"reference_not_started\n", "stalled\n", "too_few_probes\n",
+		"wrong_cpu\n", "no_memory\n",
+	};
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (!strcmp(buf, words[i]))
+			return true;
+	return false;
+}
+
+/* cpuN/tsc/unmeasured_reason, newline included, or "ENODATA" or "?". */
+static inline const char *read_reason(int cpu)
+{
+	static char buf[64];
+	char path[128];
+	int n;
+
+	n = read_file(cpu_path(path, sizeof(path), cpu, "tsc/unmeasured_reason"),
+		      buf, sizeof(buf));
+	if (n == -ENODATA)
+		return "ENODATA";
+	return n > 0 ? buf : "?";
+}
+
 /*
  * Whether one read of a module file ('n' bytes into 'buf', or -errno) is
  * something the ABI allows: a status word, or one number and a newline; an
@@ -240,22 +269,30 @@ static inline bool value_well_formed(const char *path, int n, const char *buf)
 				 !strcmp(buf, "measured\n") ||
 				 !strcmp(buf, "unmeasured\n"));
 	}
+	if (strstr(path, "/unmeasured_reason"))
+		return n == -ENODATA || (n > 0 && reason_known(buf));
 	if (strstr(path, "/cpu") && n == -ENODATA)
+		return true;
+	/* A CPU without IA32_TSC_ADJUST says so. */
+	if (strstr(path, "/adjust_ticks") && n == -EOPNOTSUPP)
 		return true;
 	return n > 0 && parse_s64(buf, n, &v) == 0;
 }
 
 /*
- * Every readable file of the module: cpu0/tsc_freq_khz, tsc/ and each
- * cpuN/tsc/.  Fills paths (each PATH_MAX long); returns how many.
+ * Every readable file of the module: each cpuN/tsc_freq_khz, tsc/ and
+ * each cpuN/tsc/.  Fills paths (each PATH_MAX long); returns how many.
  */
 static inline int module_files(char (*paths)[PATH_MAX], int max)
 {
 	int cpus[MAX_CPUS], ncpus = list_cpus(cpus, MAX_CPUS), n = 0;
 	char dir[PATH_MAX];
 
-	if (n < max && access(FREQ_FILE, R_OK) == 0)
-		snprintf(paths[n++], PATH_MAX, "%s", FREQ_FILE);
+	for (int i = 0; i < ncpus && n < max; i++) {
+		cpu_path(paths[n], PATH_MAX, cpus[i], "tsc_freq_khz");
+		if (access(paths[n], R_OK) == 0)
+			n++;
+	}
 	for (int i = -1; i < ncpus; i++) {
 		struct dirent *de;
 		struct stat st;

@@ -156,7 +156,7 @@ struct tsc_report {
 	unsigned int ncpus;
 	struct tsc_cpu_offset *cpus;	/* ncpus entries, by CPU number */
 	uint64_t max_skew_ticks;	/* bound on any two CPUs' difference */
-	bool monotonic;		/* every CPU measured, consistent, no step back */
+	bool monotonic;		/* all measured, consistent, none stepped back vs the reference */
 	/* The verdict: safe to compare TSC readings across CPUs? */
 	bool trustworthy;
 	char verdict[512];	/* "yes: ..." or "no: ...; ..." in words */

@@ -103,7 +103,7 @@ static int module_offsets(const char *root, struct tsc_report *r)
 		if ((err = tsc__read_u64(root, CPU_DIR "/tsc/generation", &gen)) ||
 		    (err = tsc__read_s64(root, CPU_DIR "/tsc/reference_cpu", &ref)) ||
 		    (err = tsc__read_u64(root, CPU_DIR "/tsc/max_skew_ticks", &skew)) ||
-		    (err = tsc__read_u64(root, CPU_DIR "/tsc/monotonic", &monotonic)))
+		    (err = tsc__read_u64(root, CPU_DIR "/tsc/monotonic_vs_reference", &monotonic)))
 			return err;
 		for (unsigned int i = 0; i < r->ncpus; i++) {
 			r->cpus[i] = (struct tsc_cpu_offset){ .cpu = (int)i };
@@ -225,13 +225,14 @@ static void judge(struct tsc_report *r)
 	if (r->offsets_source != TSC_OFFSETS_NONE && !r->monotonic) {
 		if (blame)
 			say(r, "%u CPU(s) showed offsets that moved during the measurement", blame);
-		say(r, "monotonic across CPUs not proven%s", by[r->offsets_source]);
+		say(r, "not every CPU proven never to step back against cpu%d%s", r->reference_cpu,
+		    by[r->offsets_source]);
 	}
 	if (r->offsets_source == TSC_OFFSETS_NONE)
 		say(r, "a single CPU: nothing to compare");
 	else if (r->monotonic)
-		say(r, "%u CPUs within %llu ticks of each other, never stepping back%s",
-		    measured + 1, (unsigned long long)r->max_skew_ticks,
+		say(r, "%u CPUs within %llu ticks of each other, none stepping back against cpu%d%s",
+		    measured + 1, (unsigned long long)r->max_skew_ticks, r->reference_cpu,
 		    by[r->offsets_source]);
 	if (r->kernel_unstable == -1)
 		say(r, "the kernel's own verdict is unknown (tsc_freq_khz not loaded)");

@@ -120,7 +120,7 @@ FIXTURE_SETUP(module)
 		{ "/devices/system/cpu/tsc/generation", "3\n" },
 		{ "/devices/system/cpu/tsc/reference_cpu", "0\n" },
 		{ "/devices/system/cpu/tsc/max_skew_ticks", "250\n" },
-		{ "/devices/system/cpu/tsc/monotonic", "1\n" },
+		{ "/devices/system/cpu/tsc/monotonic_vs_reference", "1\n" },
 		{ "/devices/system/cpu/cpu0/tsc/status", "reference\n" },
 		{ "/devices/system/cpu/cpu0/tsc/offset_ticks", "0\n" },
 		{ "/devices/system/cpu/cpu0/tsc/offset_min_ticks", "0\n" },
@@ -184,7 +184,7 @@ TEST_F(module, the_kernel_distrusting_it_means_no)
 	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
 
 	put(_metadata, self->dir, "/devices/system/cpu/tsc/unstable", "1\n");
-	put(_metadata, self->dir, "/devices/system/cpu/tsc/monotonic", "0\n");
+	put(_metadata, self->dir, "/devices/system/cpu/tsc/monotonic_vs_reference", "0\n");
 	put(_metadata, self->dir, "/devices/system/cpu/cpu1/tsc/consistent", "0\n");
 	put(_metadata, self->dir,
 	    "/devices/system/clocksource/clocksource0/current_clocksource", "hpet\n");

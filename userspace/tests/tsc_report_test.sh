@@ -21,7 +21,7 @@ fake_root() {
 	echo 0-1 > "$d/possible"
 	echo "$2" > "$d/tsc/unstable"
 	echo 3 > "$d/tsc/generation"; echo 0 > "$d/tsc/reference_cpu"
-	echo 250 > "$d/tsc/max_skew_ticks"; echo 1 > "$d/tsc/monotonic"
+	echo 250 > "$d/tsc/max_skew_ticks"; echo 1 > "$d/tsc/monotonic_vs_reference"
 	echo reference > "$d/cpu0/tsc/status"
 	for f in offset_ticks offset_min_ticks offset_max_ticks rounds; do echo 0 > "$d/cpu0/tsc/$f"; done
 	echo 1 > "$d/cpu0/tsc/consistent"

@@ -93,9 +93,10 @@ static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc
 			       status_names[c->status], (long long)c->offset, range,
 			       c->rounds, c->consistent ? "yes" : "NO");
 		}
-		fprintf(out, "Max skew       %llu ticks = %.1f ns; monotonic across CPUs: %s\n",
+		fprintf(out, "Max skew       %llu ticks = %.1f ns; monotonic vs cpu%d: %s\n",
 		       (unsigned long long)r->max_skew_ticks,
-		       ticks_to_ns(f, (double)r->max_skew_ticks), r->monotonic ? "yes" : "no");
+		       ticks_to_ns(f, (double)r->max_skew_ticks), r->reference_cpu,
+		       r->monotonic ? "yes" : "no");
 	}
 	fprintf(out, "Verdict        %s\n", r->verdict);
 }
@@ -218,7 +219,7 @@ static void print_prometheus(FILE *out, const struct tsc_clock *clk, const struc
 				       r->cpus[i].consistent);
 		prom_head(out, "tsc_max_skew_seconds", "Upper bound on any two CPUs' TSC difference.");
 		fprintf(out, "tsc_max_skew_seconds %.6g\n", (double)r->max_skew_ticks / f->hz);
-		prom_head(out, "tsc_monotonic", "1 if monotonicity across CPUs is proven.");
+		prom_head(out, "tsc_monotonic", "1 if every CPU was measured and none stepped back against the reference CPU.");
 		fprintf(out, "tsc_monotonic %d\n", r->monotonic);
 	}
 	prom_head(out, "tsc_trustworthy", "1 if TSC readings can be compared across CPUs.");
