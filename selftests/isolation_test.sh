@@ -1,0 +1,93 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# An isolated CPU (the guest boots with isolcpus=1 nohz_full=1) is left
+# alone: nothing of the module runs on cpu1 during load and remeasure, as
+# the kernel's own tracepoints show (no work item of the module queued or
+# run there; where the kernel traces IPIs, none to cpu1 from the module or
+# for its MSR read: under QEMU's TCG, whose CPUs have no TSC_ADJUST, the
+# module sends no IPI at all), and cpu1 reads unmeasured / isolated.  With measure_isolated=1 it is measured, the tracepoints show
+# the module's work on it (so the observable can see it), and its longest
+# interrupts-off window is within irqoff_max_us + 1 ms in the best of three
+# measurements, as sysfs_test holds it.
+#
+# Usage: isolation_test.sh MODULE.ko   (root, module unloaded)
+
+here=$(dirname "$0")
+. "$here/ktap.sh"
+ko=${1:?usage: isolation_test.sh MODULE.ko}
+cpu=/sys/devices/system/cpu
+tr=/sys/kernel/tracing
+
+[ "$(id -u)" -eq 0 ] || ktap_skip_all "needs root"
+[ -d /sys/module/tsc_freq_khz ] && ktap_skip_all "tsc_freq_khz is loaded"
+[ "$(cat $cpu/isolated)" = 1 ] ||
+	ktap_skip_all "cpu1 is not isolated (isolated: '$(cat $cpu/isolated)'); boot with isolcpus=1 nohz_full=1"
+mountpoint -q $tr || mount -t tracefs nodev $tr ||
+	ktap_skip_all "no tracefs"
+
+cleanup() {
+	echo 0 > $tr/events/enable
+	echo > $tr/trace
+	[ -d /sys/module/tsc_freq_khz ] && rmmod tsc_freq_khz
+}
+trap cleanup EXIT
+
+# Start tracing work items and IPIs; print the module's ones on cpu1 after.
+# ipi_send_cpu (6.6 and later) names the function an IPI runs.
+ipi=$tr/events/ipi/ipi_send_cpu
+trace_start() {
+	echo 0 > $tr/events/enable
+	echo > $tr/trace
+	echo 1 > $tr/events/workqueue/workqueue_queue_work/enable
+	echo 1 > $tr/events/workqueue/workqueue_execute_start/enable
+	[ -e $ipi ] && echo 1 > $ipi/enable
+}
+ours_on_cpu1() {
+	echo 0 > $tr/events/enable
+	{
+		grep -E 'pp_(target|reference)' $tr/per_cpu/cpu1/trace
+		grep -E 'workqueue=tsc_freq_khz .*[^_]cpu=1\b' $tr/trace
+		grep -E 'ipi_send_cpu: cpu=1 .*(tsc_freq_khz|rdmsr)' $tr/trace
+	} | grep -v '^#'
+}
+
+ktap_plan 8
+echo "# isolated: $(cat $cpu/isolated), nohz_full: $(cat $cpu/nohz_full 2> /dev/null);" \
+	"IPIs traced: $([ -e $ipi ] && echo yes || echo "no (this kernel has no ipi_send_cpu)")"
+mark="isolation_test $$.$RANDOM"
+echo "$mark" > /dev/kmsg
+
+trace_start
+insmod "$ko" && echo 1 > $cpu/tsc/remeasure
+ktap_check "the module loads and measures" test -d $cpu/tsc
+ktap_check "cpu1 reads unmeasured: isolated" \
+	test "$(cat $cpu/cpu1/tsc/status) $(cat $cpu/cpu1/tsc/unmeasured_reason)" = \
+	"unmeasured isolated"
+ktap_check "the reference is cpu0" test "$(cat $cpu/tsc/reference_cpu)" = 0
+said=$(dmesg | sed -n "/$mark/,\$p" | grep -c 'cpu1 is isolated')
+ktap_check "the kernel log says so once" test "$said" = 1
+seen=$(ours_on_cpu1)
+[ -z "$seen" ] || sed 's/^/# /' <<< "$seen"
+ktap_check "nothing of the module ran or was queued on cpu1" test -z "$seen"
+rmmod tsc_freq_khz
+
+trace_start
+insmod "$ko" measure_isolated=1
+ktap_check "with measure_isolated=1 cpu1 is measured" \
+	test "$(cat $cpu/cpu1/tsc/status)" = measured
+seen=$(ours_on_cpu1)
+echo "# $(grep -c . <<< "$seen") of the module's work items on cpu1, e.g.:"
+head -n 2 <<< "$seen" | sed 's/^/# /'
+ktap_check "and the tracepoints show the module's work on cpu1" test -n "$seen"
+
+bound=$(($(cat /sys/module/tsc_freq_khz/parameters/irqoff_max_us) * 1000 + 1000000))
+best=''
+for _ in 1 2 3; do
+	w=$(cat $cpu/tsc/max_irqoff_ns)
+	if [ -z "$best" ] || [ "$w" -lt "$best" ]; then best=$w; fi
+	echo 1 > $cpu/tsc/remeasure
+done
+echo "# longest interrupts-off window, best of three: $best ns (bound $bound ns)"
+ktap_check "its interrupts-off windows are within the bound" test "$best" -le "$bound"
+ktap_finish
