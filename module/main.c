@@ -73,7 +73,8 @@ static void __init report(void)
 		tsc_khz, num_online_cpus(), tscfk_summary.reference_cpu,
 		tscfk_skew_max(&skew),
 		!all ? "some CPUs unmeasured" :
-		skew.monotonic ? "monotonic" : "NOT monotonic");
+		skew.monotonic ? "each monotonic against it" :
+		"NOT each monotonic against it");
 }
 
 static int __init tscfk_init(void)
@@ -129,13 +130,15 @@ err_put_root:
 }
 
 /*
- * Stop every source of new work before waiting for the last of it.  The
- * wait is bounded by one pair (measure.c); a side that outlived its pair
- * holds the module, so that rmmod is refused at once rather than wait for
- * it (pingpong.c).
+ * Stop every source of new work before waiting for the last of it, even
+ * the run a remeasure writer waits for (sysfs removal waits for that
+ * writer).  The wait is bounded by one pair (measure.c); a side that
+ * outlived its pair holds the module, so that rmmod is refused at once
+ * rather than wait for it (pingpong.c).
  */
 static void __exit tscfk_exit(void)
 {
+	tscfk_measure_stop();
 	tscfk_global_sysfs_exit(cpu_root);
 	cpuhp_remove_state_nocalls(hp_state);
 	tscfk_measure_cancel();

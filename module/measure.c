@@ -67,6 +67,7 @@ struct measurement {
 
 static void measure_requested(struct work_struct *work);
 static DECLARE_WORK(measure_work, measure_requested);
+static void request(int cpu);
 
 static const char * const why_names[] = {
 	[TSCFK_WHY_PENDING] = "pending",
@@ -206,14 +207,18 @@ static void begin(struct cpumask *todo, struct measurement *m)
 /*
  * Say once per CPU when its TSC_ADJUST and the measurement disagree: then
  * the MSR does not explain the offset (see tscfk_offset_adjust_agrees()).
+ * Only within the reference's package: the TSCs of two packages need not
+ * have started together, and there a disagreement is no news.
  */
 static void check_adjust(const struct measurement *m, unsigned int cpu,
 			 const struct tscfk_cpu_result *r)
 {
 	bool *logged = per_cpu_ptr(&adjust_logged, cpu);
-	s64 want = r->adjust - m->ref_adjust;
+	s64 want = (s64)((u64)r->adjust - (u64)m->ref_adjust);
 
 	if (!r->have_adjust || !m->ref_have_adjust || *logged ||
+	    topology_physical_package_id(cpu) !=
+	    topology_physical_package_id(m->ref) ||
 	    tscfk_offset_adjust_agrees(&r->offset, r->adjust, m->ref_adjust))
 		return;
 	*logged = true;
@@ -279,16 +284,22 @@ static void judge_cpu(struct measurement *m, unsigned int cpu)
 }
 
 /*
- * Publish, but not a measurement against a reference that went offline
- * (its own callback asked for another against a new one), nor the CPUs
- * that hotplug published since the measurement began.
+ * Publish, but not the CPUs that hotplug published since the measurement
+ * began, nor a measurement against a reference that went offline: that
+ * one asks for another, against a new reference.  The offline callback
+ * asks too, but only for the published reference, which this one need
+ * not be (the first measurement has none).
  */
 static void publish(const struct cpumask *todo, const struct measurement *m)
 {
 	unsigned int cpu;
 
-	if (READ_ONCE(stopping) || !cpu_online(m->ref))
+	if (READ_ONCE(stopping))
 		return;
+	if (!cpu_online(m->ref)) {
+		request(-1);
+		return;
+	}
 	mutex_lock(&tscfk_results_lock);
 	for_each_cpu(cpu, todo)
 		if (!cpumask_test_cpu(cpu, &hotplugged))
@@ -347,6 +358,9 @@ bool tscfk_summarise(struct tscfk_skew *skew)
 
 static void request(int cpu)
 {
+	/* Nothing new once rmmod began: it waits for the run under way only. */
+	if (READ_ONCE(stopping))
+		return;
 	spin_lock(&request_lock);
 	if (cpu < 0)
 		request_all = true;
@@ -364,12 +378,19 @@ void tscfk_measure_all_sync(void)
 }
 
 /*
- * Called when nothing can request a measurement any more; waits for one
- * pair at most (the run under way skips the rest).
+ * First thing on unload: the run under way skips its remaining pairs, and
+ * nothing requests another, so that whoever waits for it (a remeasure
+ * writer, and so sysfs removal) waits for one pair at most.
  */
-void tscfk_measure_cancel(void)
+void tscfk_measure_stop(void)
 {
 	WRITE_ONCE(stopping, true);
+}
+
+/* Called when nothing can request a measurement any more: one pair at most. */
+void tscfk_measure_cancel(void)
+{
+	tscfk_measure_stop();
 	cancel_work_sync(&measure_work);
 }
 

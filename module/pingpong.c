@@ -31,7 +31,7 @@
  *    for both sides only until timeout_ms, plus slack for a last window.
  *  - A side the caller stops waiting for is cancelled if it has not run;
  *    if it has, it holds a reference to the module until it ends, so that
- *    rmmod fails at once (EBUSY) instead of waiting for it.  A late side
+ *    rmmod fails at once (EAGAIN) instead of waiting for it.  A late side
  *    finds its pair stopped and ends at once: it belongs to its own
  *    struct tscfk_pp and can never take part in another pair.
  *

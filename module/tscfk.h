@@ -65,6 +65,7 @@ extern struct tscfk_summary tscfk_summary;
 
 bool tscfk_summarise(struct tscfk_skew *skew);
 void tscfk_measure_all_sync(void);
+void tscfk_measure_stop(void);
 void tscfk_measure_cancel(void);
 int tscfk_cpu_online(unsigned int cpu);
 int tscfk_cpu_offline(unsigned int cpu);
