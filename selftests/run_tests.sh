@@ -8,7 +8,9 @@
 # Usage: run_tests.sh MODULE.ko [BINDIR]
 #   BINDIR holds the built tests (default: build/selftests next to this dir).
 # Environment: TSCFK_CYCLES (load/unload cycles, default 200),
-#   TSCFK_FAKE_KO (selftests/kmod's module, built for this kernel).
+#   TSCFK_FAKE_KO (selftests/kmod's module, built for this kernel),
+#   TSCFK_SKIP (tests not to run here, each reported as a skip, with
+#   TSCFK_SKIP_WHY as the reason).
 # Exit: 0 all passed, 1 something failed, 4 everything was skipped.
 # Unlike kselftest's run_tests, a failure makes the exit status non-zero.
 
@@ -32,7 +34,7 @@ tests=(estimator_test unload lifecycle_test stress_test scaling_test clients_tes
        load sysfs_test trigger_test hotplug_test libtsc_test tsc_report_test tsc_jitter_test
        tsc_coreclock_test tsc_interference_test unload libtsc_test
        tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
-       kernel_file_test dmesg_clean)
+       rt_spinner_test kernel_file_test kmemleak dmesg_clean)
 n=0 passed=0 failed=0 skipped=0
 
 echo "TAP version 13"
@@ -63,7 +65,7 @@ run() {
 	if [ "$status" -eq 0 ] && grep -q '^# Totals: pass:0 fail:0 .*skip:[1-9]' "$out"; then
 		status=4
 	fi
-	result "$status" "$name" "$(sed -n 's/^ok .* # SKIP //p' "$out" | head -n1)"
+	result "$status" "$name" "$(sed -n -e 's/^ok .* # SKIP //p' -e 's/^1\.\.0 # SKIP //p' "$out" | head -n1)"
 }
 
 loaded() { [ -d /sys/module/tsc_freq_khz ]; }
@@ -75,7 +77,19 @@ if [ "$(id -u)" -eq 0 ] && [ -w /dev/kmsg ]; then
 	echo "$mark" > /dev/kmsg
 fi
 
+# A kernel with kmemleak (the debug kernel of make check): what was
+# allocated before the tests is not theirs to report.
+kmemleak=/sys/kernel/debug/kmemleak
+if [ $root -eq 1 ]; then
+	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug 2> /dev/null
+	[ -w $kmemleak ] && echo clear > $kmemleak
+fi
+
 for t in "${tests[@]}"; do
+	if [[ " ${TSCFK_SKIP:-} " == *" $t "* ]]; then
+		result 4 "$t" "${TSCFK_SKIP_WHY:-TSCFK_SKIP}"
+		continue
+	fi
 	case $t in
 	estimator_test)
 		run $t "$bin/$t" ;;
@@ -108,6 +122,21 @@ for t in "${tests[@]}"; do
 	tsc_interference_test)
 		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-interference" \
 			"$here/../userspace/tools/tsc-interference.schema.json" ;;
+	rt_spinner_test)
+		run $t "$here/$t.sh" "$plain_ko" "$bin/rt_spinner" ;;
+	kmemleak)
+		# kmemleak reports no object younger than 5 s (MSECS_MIN_AGE in
+		# mm/kmemleak.c): let the last test's allocations age first.
+		if [ ! -w $kmemleak ]; then
+			result 4 "$t" "no $kmemleak: the kernel has no DEBUG_KMEMLEAK"
+			continue
+		fi
+		sleep 6
+		echo scan > $kmemleak
+		leaks=$(cat $kmemleak)
+		echo "# selftests: tsc_freq_khz: $t"
+		sed 's/^/# /' <<< "$leaks"
+		result "$([ -z "$leaks" ] && echo 0 || echo 1)" "$t" ;;
 	kernel_file_test)
 		if [ -z "${TSCFK_FAKE_KO:-}" ]; then
 			result 4 $t "TSCFK_FAKE_KO not set"
@@ -118,7 +147,9 @@ for t in "${tests[@]}"; do
 		# Everything the kernel said since we started; the module's own
 		# messages are summarised, counted, for the record.
 		log=$(dmesg | sed -n "/$mark/,\$p" | sed 's/^\[[^]]*\] //')
-		bad=$(grep -E 'WARNING:|BUG:|Oops|Call Trace|general protection|soft lockup|hard LOCKUP|rcu.*(stall|Stall)|blocked for more than|refcount_t' <<< "$log")
+		# BUG: and WARNING: cover lockdep, KASAN, KCSAN, debug objects
+		# and sleeping in atomic context too.
+		bad=$(grep -E 'WARNING:|BUG:|Oops|Call Trace|general protection|soft lockup|hard LOCKUP|rcu.*(stall|Stall)|blocked for more than|refcount_t|kmemleak: .*suspected|ODEBUG|lockdep' <<< "$log")
 		echo "# selftests: tsc_freq_khz: $t"
 		grep 'tsc_freq_khz:' <<< "$log" | sort | uniq -c | sort -rn | head -5 | sed 's/^/# /'
 		if [ -z "$log" ]; then
