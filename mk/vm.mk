@@ -30,11 +30,29 @@ vm-notsc: dkms-check
 		selftests/no_tsc_test.sh $(call DKMS_KO,$(NEWEST_GENERIC))
 	@! grep -a '^not ok' $(BUILD)/vm/notsc.log
 
-# offsets_bench needs the module: smoke-run it in a 2-CPU guest.
+# offsets_bench and irqoff_windows.sh need the module: smoke-run them in
+# a 2-CPU guest.
 vm-bench-smoke: dkms-check bench-smoke
 	scripts/vm/run-in-vm.sh --kernel $(NEWEST_GENERIC) --smp 2 \
 		--log $(BUILD)/vm/bench.log -- sh -c \
-		"insmod $(call DKMS_KO,$(NEWEST_GENERIC)) && $(BUILD)/bench/offsets_bench --quick"
+		"bench/irqoff_windows.sh $(call DKMS_KO,$(NEWEST_GENERIC)) --quick && \
+		 insmod $(call DKMS_KO,$(NEWEST_GENERIC)) && $(BUILD)/bench/offsets_bench --quick"
+
+# What the interrupts-off window length buys (bench/irqoff_windows.sh):
+# on this kernel if it loads modules, else in a 2-CPU guest of each
+# generic kernel (make bench runs it).
+bench-windows:
+	@if [ -e /proc/modules ]; then \
+		$(MAKE) -s module && bench/irqoff_windows.sh tsc_freq_khz.ko; \
+	else \
+		for k in $(GENERIC); do \
+			$(MAKE) -s module KDIR=/lib/modules/$$k/build && \
+			echo "irqoff_windows.sh in a guest of $$k with 2 CPUs:" && \
+			scripts/vm/run-in-vm.sh --quiet --kernel $$k --smp 2 --timeout 1800 \
+				--log $(BUILD)/vm/windows-$$k.log -- \
+				bench/irqoff_windows.sh tsc_freq_khz.ko || exit 1; \
+		done; \
+	fi
 
 # Load time against the CPU count, 1 to 8 (CPU hotplug in one 8-CPU guest).
 # On a host with fewer CPUs the guest is overcommitted, and the test only
@@ -49,6 +67,81 @@ vm-scaling: selftests kbuild-check
 		$(BUILD)/selftests/scaling_test
 	@! grep -a '^not ok' $(BUILD)/vm/scaling.log
 
-vm-check: $(VM_RUNS) vm-notsc vm-bench-smoke vm-scaling
+# cpu1 isolated at boot: left alone unless measure_isolated=1.  The newest
+# generic kernel and, for its different isolation paths, PREEMPT_RT.
+ISOLATION_RUNS := $(foreach k,$(NEWEST_GENERIC) $(filter %-rt-amd64,$(lastword $(VM_KERNELS))),vm-isolation-$(k))
+$(ISOLATION_RUNS): vm-isolation-%: selftests kbuild-check
+	@mkdir -p $(BUILD)/vm
+	scripts/vm/run-in-vm.sh --kernel $* --smp 2 --append "isolcpus=1 nohz_full=1" \
+		--log $(BUILD)/vm/isolation-$*.log -- \
+		selftests/isolation_test.sh $(BUILD)/kbuild/$*/tsc_freq_khz.ko
+	@! grep -a '^not ok' $(BUILD)/vm/isolation-$*.log
 
-.PHONY: vm-check $(VM_RUNS) vm-notsc vm-bench-smoke vm-scaling
+# A real-time task owning CPUs (rt_spinner_test.sh): each generic kernel
+# and PREEMPT_RT, with three CPUs so that a side stalled after it started
+# is tested too.  The spinner's CPUs must be nohz_full, as in the
+# deployments it stands for, and on PREEMPT_RT free of interrupts: a boot
+# of their own (run_tests.sh skips the test elsewhere).  A skip here
+# fails: the boot did not take.
+RT_KERNEL := $(lastword $(filter %-rt-amd64,$(VM_KERNELS)))
+RT_SPINNER_APPEND := nohz_full=1,2 irqaffinity=0
+RT_SPINNER_RUNS := $(foreach k,$(GENERIC) $(RT_KERNEL),vm-rt-spinner-$(k))
+$(RT_SPINNER_RUNS): vm-rt-spinner-%: selftests kbuild-check
+	@mkdir -p $(BUILD)/vm
+	scripts/vm/run-in-vm.sh --kernel $* --smp 3 --append "$(RT_SPINNER_APPEND)" \
+		--log $(BUILD)/vm/rt-spinner-$*.log -- \
+		selftests/rt_spinner_test.sh $(BUILD)/kbuild/$*/tsc_freq_khz.ko \
+		$(BUILD)/selftests/rt_spinner
+	@! grep -a -e '^not ok' -e '^1\.\.0 # SKIP' $(BUILD)/vm/rt-spinner-$*.log
+
+# The kernel's own checkers: a debug kernel from Debian's linux-source-6.1
+# with lockdep, KASAN, kmemleak and debug objects (scripts/vm/debug-kernel.sh,
+# built once and cached), booted with 2 CPUs to run every selftest, then
+# with 3 for rt_spinner_test's stalled side, which needs a third CPU.  Any
+# report fails the run: run-in-vm.sh on BUG:/WARNING: lines, run_tests.sh's
+# kmemleak and dmesg_clean tests on the rest.
+DEBUG_BUILD = $(BUILD)/debug
+# The checkers slow everything down several times under TCG: fewer
+# load/unload cycles, and not the tests of libtsc and its tools, which
+# run no kernel code of ours but the files' reads (sysfs_test has those).
+DEBUG_CYCLES ?= 50
+# ACPI for the CPUs (SeaBIOS's MP table lists one), not for IRQ routing:
+# under KASAN and TCG the interpreter runs _PRT past ACPICA's 30 s loop
+# timeout, and virtio-pci is left without an interrupt.
+DEBUG_APPEND := acpi=noirq
+# Only errors on the console as they come (see run-in-vm.sh), and a wider
+# margin for rt_spinner_test: there the checkers make loading a module
+# take seconds by itself (2.2 s seen, against 0.7 s for its measurement).
+DEBUG_VM = scripts/vm/run-in-vm.sh --image $(1)/arch/x86/boot/bzImage --mem 2048 \
+	--append "$(DEBUG_APPEND)" --errors-on-console --env TSCFK_MARGIN_MS
+export TSCFK_MARGIN_MS
+vm-debug: TSCFK_MARGIN_MS = 5000
+DEBUG_SKIP := scaling_test clients_test libtsc_test tsc_report_test tsc_jitter_test \
+	tsc_coreclock_test tsc_interference_test
+vm-debug: selftests lib
+	@kdir=$$(scripts/vm/debug-kernel.sh) && \
+	rm -rf $(DEBUG_BUILD) && mkdir -p $(DEBUG_BUILD)/kmod && \
+	cp -a Kbuild module common $(DEBUG_BUILD)/ && cp -a selftests/kmod/* $(DEBUG_BUILD)/kmod/ && \
+	$(MAKE) -s -C $$kdir M=$(DEBUG_BUILD) W=1 modules && \
+	$(MAKE) -s -C $$kdir M=$(DEBUG_BUILD)/kmod modules && \
+	mkdir -p $(BUILD)/vm && \
+	TSCFK_FAKE_KO=$(DEBUG_BUILD)/kmod/tscfk_fake_kernel_file.ko TSCFK_CYCLES=$(DEBUG_CYCLES) \
+	TSCFK_SKIP="$(DEBUG_SKIP)" TSCFK_SKIP_WHY="userspace's test, not the kernel's: not on the debug kernel" \
+	TSCFK_OVERCOMMITTED="the debug kernel: its checkers in every window, under TCG" \
+	$(call DEBUG_VM,$$kdir) --smp 2 --timeout 1800 --log $(BUILD)/vm/debug.log \
+		--env TSCFK_FAKE_KO --env TSCFK_CYCLES --env TSCFK_SKIP --env TSCFK_SKIP_WHY \
+		--env TSCFK_OVERCOMMITTED -- \
+		selftests/run_tests.sh $(DEBUG_BUILD)/tsc_freq_khz.ko $(BUILD)/selftests && \
+	$(call DEBUG_VM,$$kdir) --smp 3 --append "$(RT_SPINNER_APPEND)" \
+		--log $(BUILD)/vm/debug-rt-spinner.log -- \
+		selftests/rt_spinner_test.sh $(DEBUG_BUILD)/tsc_freq_khz.ko $(BUILD)/selftests/rt_spinner
+	@! grep -a -e '^not ok' -e '^1\.\.0 # SKIP' $(BUILD)/vm/debug.log $(BUILD)/vm/debug-rt-spinner.log
+
+vm-check: $(VM_RUNS) vm-notsc vm-bench-smoke vm-scaling $(ISOLATION_RUNS) $(RT_SPINNER_RUNS) vm-debug
+
+# Every guest's log with KTAP results, for make check's summary.
+VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-scaling $(ISOLATION_RUNS) \
+	$(RT_SPINNER_RUNS) vm-debug vm-debug-rt-spinner)
+
+.PHONY: vm-check $(VM_RUNS) vm-notsc vm-bench-smoke bench-windows vm-scaling $(ISOLATION_RUNS) \
+	$(RT_SPINNER_RUNS) vm-debug

@@ -64,6 +64,11 @@ echo "vmrun: starting command (guest uptime $(cut -d' ' -f1 /proc/uptime)s)"
 env -i chroot /host /bin/sh "$repo/$cmd" </dev/null
 status=$?
 sync
+# Booted with the console showing only the kernel's errors as they come
+# (run-in-vm.sh --errors-on-console): the rest of its log, now.
+case " $cmdline " in
+*" vmrun.dmesg=1 "*) echo "vmrun: the kernel log:"; dmesg ;;
+esac
 echo "vmrun: command exited with status $status"
 # qemu exits with (byte << 1) | 1 on this write; run-in-vm.sh recovers the
 # 8th bit, lost in qemu's 8-bit exit code, from the line echoed above.

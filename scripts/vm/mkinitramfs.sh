@@ -1,6 +1,7 @@
 #!/bin/sh
 # Build a tiny busybox initramfs that can mount the host's root over 9p.
 # Usage: mkinitramfs.sh KERNEL-RELEASE OUTPUT.cpio.gz
+#        mkinitramfs.sh --builtin OUTPUT.cpio.gz   (a kernel with 9p built in)
 #
 # The host kernel cannot load modules, so tests run in a QEMU guest that boots
 # a stock Debian kernel; this initramfs only has to get the 9p shares mounted,
@@ -9,14 +10,16 @@ set -eu
 
 die() { echo "mkinitramfs: $*" >&2; exit 1; }
 
-[ $# -eq 2 ] || die "usage: $0 KERNEL-RELEASE OUTPUT.cpio.gz"
+[ $# -eq 2 ] || die "usage: $0 KERNEL-RELEASE|--builtin OUTPUT.cpio.gz"
 rel=$1 out=$2
 here=$(cd "$(dirname "$0")" && pwd -P)
 moddir=/lib/modules/$rel
 busybox=$(command -v busybox) || die "busybox not found (apt-get install busybox-static)"
 
-[ -r "/boot/vmlinuz-$rel" ] || die "kernel /boot/vmlinuz-$rel missing or unreadable"
-[ -d "$moddir" ] || die "$moddir missing (install linux-image-$rel)"
+if [ "$rel" != --builtin ]; then
+	[ -r "/boot/vmlinuz-$rel" ] || die "kernel /boot/vmlinuz-$rel missing or unreadable"
+	[ -d "$moddir" ] || die "$moddir missing (install linux-image-$rel)"
+fi
 # A dynamically linked busybox would need the host's libc in the initramfs.
 ldd "$busybox" 2>&1 | grep -q 'not a dynamic' ||
 	die "$busybox is not statically linked (apt-get install busybox-static)"
@@ -36,9 +39,12 @@ chmod 755 "$stage/init"
 # Load order matters (busybox insmod does not resolve dependencies). Modules
 # marked '?' may legitimately be absent on some kernels (e.g. 6.12 has no
 # separate fscache module); the others must be either built in or a module.
+# A --builtin kernel has them all built in.
 : >"$stage/modules/order"
-for spec in virtio_ring virtio virtio_pci_legacy_dev? virtio_pci_modern_dev? \
-	virtio_pci netfs? fscache? 9pnet 9pnet_virtio 9p; do
+specs="virtio_ring virtio virtio_pci_legacy_dev? virtio_pci_modern_dev?
+	virtio_pci netfs? fscache? 9pnet 9pnet_virtio 9p"
+[ "$rel" = --builtin ] && specs=
+for spec in $specs; do
 	name=${spec%\?}
 	grep -q "/$name\.ko\$" "$moddir/modules.builtin" && continue
 	path=$(grep -o "^[^:]*/$name\.ko[.a-z]*:" "$moddir/modules.dep" | tr -d :) || true
