@@ -29,6 +29,7 @@ bench: lib
 				"insmod tsc_freq_khz.ko && $(BUILD)/bench/offsets_bench"; \
 		done; \
 	fi
+	$(MAKE) --no-print-directory bench-windows
 
 # clang-tidy and cppcheck over libtsc, its tools, tests and benchmarks: any
 # finding fails.  Coverage: the unit tests' line coverage of libtsc, with a

@@ -43,14 +43,14 @@ vm-bench-smoke: dkms-check bench-smoke
 # generic kernel (make bench runs it).
 bench-windows:
 	@if [ -e /proc/modules ]; then \
-		$(MAKE) -s module && bench/irqoff_windows.sh tsc_freq_khz.ko; \
+		$(MAKE) -s module && bench/irqoff_windows.sh tsc_freq_khz.ko $(WINDOWS_ARGS); \
 	else \
 		for k in $(GENERIC); do \
 			$(MAKE) -s module KDIR=/lib/modules/$$k/build && \
 			echo "irqoff_windows.sh in a guest of $$k with 2 CPUs:" && \
 			scripts/vm/run-in-vm.sh --quiet --kernel $$k --smp 2 --timeout 1800 \
 				--log $(BUILD)/vm/windows-$$k.log -- \
-				bench/irqoff_windows.sh tsc_freq_khz.ko || exit 1; \
+				bench/irqoff_windows.sh tsc_freq_khz.ko $(WINDOWS_ARGS) || exit 1; \
 		done; \
 	fi
 

@@ -20,9 +20,9 @@ unsigned int tscfk_rounds = 1000;
 module_param_named(rounds, tscfk_rounds, uint, 0444);
 MODULE_PARM_DESC(rounds, "Probes per CPU and measurement, 8 to 1000000 (default 1000)");
 
-unsigned int tscfk_irqoff_max_us = 100;
+unsigned int tscfk_irqoff_max_us = 20;
 module_param_named(irqoff_max_us, tscfk_irqoff_max_us, uint, 0444);
-MODULE_PARM_DESC(irqoff_max_us, "Longest interrupts-off window in microseconds, 1 to 10000 (default 100)");
+MODULE_PARM_DESC(irqoff_max_us, "Longest interrupts-off window in microseconds, 1 to 10000 (default 20)");
 
 unsigned int tscfk_timeout_ms = 1000;
 module_param_named(timeout_ms, tscfk_timeout_ms, uint, 0444);
