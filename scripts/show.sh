@@ -59,7 +59,7 @@ for d in "$cpu"/cpu[0-9]*/tsc; do
 done
 echo
 awk -v t="$skew" -v k="$khz" 'BEGIN { printf "Max skew              %s ticks = %.1f ns (upper bound)\n", t, t * 1e6 / k }'
-echo "Monotonic vs cpu$ref   $(yesno $tsc/monotonic_vs_reference)"
+printf "%-22s%s\n" "Monotonic vs cpu$ref" "$(yesno $tsc/monotonic_vs_reference)"
 echo "Longest IRQ-off       $(val $tsc/max_irqoff_ns) ns (bound $(val /sys/module/tsc_freq_khz/parameters/irqoff_max_us) us)"
 awk -v w="$(val $tsc/last_measured_ns)" \
 	'BEGIN { printf "Last measured at      %.3f s of CLOCK_MONOTONIC\n", w / 1e9 }'
