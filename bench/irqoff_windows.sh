@@ -13,6 +13,7 @@
 #   (root, module unloaded); --loads: loads per length (default 15).
 
 set -eu
+. "$(dirname "$0")/../selftests/unload.sh"
 usage="usage: irqoff_windows.sh MODULE.ko [--quick | --loads N] [US...]"
 ko=${1:?$usage}
 shift
@@ -27,7 +28,7 @@ cpu=/sys/devices/system/cpu
 [ "$(id -u)" -eq 0 ] || { echo "irqoff_windows: needs root" >&2; exit 2; }
 [ -d /sys/module/tsc_freq_khz ] && { echo "irqoff_windows: unload tsc_freq_khz first" >&2; exit 2; }
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; [ -d /sys/module/tsc_freq_khz ] && rmmod tsc_freq_khz' EXIT
+trap 'rm -rf "$tmp"; [ -d /sys/module/tsc_freq_khz ] && tscfk_unload' EXIT
 
 # One line per measured CPU: window width clean_share max_irqoff_ns
 sample() {
@@ -49,7 +50,7 @@ for _ in $(seq "$repeats"); do
 			echo 1 > $cpu/tsc/remeasure
 			sample "$w"
 		done
-		rmmod tsc_freq_khz
+		tscfk_unload
 	done
 done
 [ -s "$tmp/samples" ] || { echo "irqoff_windows: no CPU was measured (one CPU?)" >&2; exit 2; }

@@ -92,10 +92,12 @@ static ssize_t remeasure_store(struct device *dev,
 			       struct device_attribute *attr,
 			       const char *buf, size_t count)
 {
+	int err;
+
 	if (!sysfs_streq(buf, "1"))
 		return -EINVAL;
-	tscfk_measure_all_sync();
-	return count;
+	err = tscfk_measure_all_sync();
+	return err ?: count;
 }
 static DEVICE_ATTR_WO(remeasure);
 

@@ -30,7 +30,7 @@ MODULE_PARM_DESC(timeout_ms, "Give up on a CPU that does not answer within this 
 
 int tscfk_reference_cpu = -1;
 module_param_named(reference_cpu, tscfk_reference_cpu, int, 0444);
-MODULE_PARM_DESC(reference_cpu, "CPU to measure the others against, -1 for the first online CPU (default -1)");
+MODULE_PARM_DESC(reference_cpu, "CPU to measure the others against, -1 for the first online housekeeping CPU (default -1)");
 
 bool tscfk_measure_isolated;
 module_param_named(measure_isolated, tscfk_measure_isolated, bool, 0444);
@@ -68,9 +68,13 @@ static void __init report(void)
 {
 	struct tscfk_skew skew;
 	bool all = tscfk_summarise(&skew);
+	int ref;
 
+	mutex_lock(&tscfk_results_lock);
+	ref = tscfk_summary.reference_cpu;
+	mutex_unlock(&tscfk_results_lock);
 	pr_info("tsc_khz=%u, %u CPUs against cpu%d: max skew %llu ticks, %s\n",
-		tsc_khz, num_online_cpus(), tscfk_summary.reference_cpu,
+		tsc_khz, num_online_cpus(), ref,
 		tscfk_skew_max(&skew),
 		!all ? "some CPUs unmeasured" :
 		skew.monotonic ? "each monotonic against it" :
@@ -98,9 +102,12 @@ static int __init tscfk_init(void)
 		pr_err("the cpu subsystem has no root device\n");
 		return -ENODEV;
 	}
-	err = tscfk_pingpong_init();
+	err = tscfk_measure_init();
 	if (err)
 		goto err_put_root;
+	err = tscfk_pingpong_init();
+	if (err)
+		goto err_measure;
 	err = tscfk_cpu_sysfs_init();
 	if (err)
 		goto err_pingpong;
@@ -109,21 +116,28 @@ static int __init tscfk_init(void)
 	if (err < 0)
 		goto err_cpu_sysfs;
 	hp_state = err;
-
-	tscfk_measure_all_sync();
 	err = tscfk_global_sysfs_init(cpu_root);
 	if (err)
 		goto err_hotplug;
+
+	/*
+	 * Last, as nothing may fail after the first measurement: a side it
+	 * gave up on may still run, and a failed load would have to wait for
+	 * it (pingpong.c).
+	 */
+	tscfk_measure_start();
+	tscfk_measure_all_sync();
 	report();
 	return 0;
 
 err_hotplug:
 	cpuhp_remove_state_nocalls(hp_state);
-	tscfk_measure_cancel();
 err_cpu_sysfs:
 	tscfk_cpu_sysfs_exit();
 err_pingpong:
 	tscfk_pingpong_exit();
+err_measure:
+	tscfk_measure_exit();
 err_put_root:
 	put_device(cpu_root);
 	return err;
@@ -132,9 +146,9 @@ err_put_root:
 /*
  * Stop every source of new work before waiting for the last of it, even
  * the run a remeasure writer waits for (sysfs removal waits for that
- * writer).  The wait is bounded by one pair (measure.c); a side that
- * outlived its pair holds the module, so that rmmod is refused at once
- * rather than wait for it (pingpong.c).
+ * writer).  No side of a pair is queued or running: each holds the module
+ * while it is (pingpong.c).  So the wait is for measure_work alone, which
+ * ends without measuring another pair once its own sides are gone.
  */
 static void __exit tscfk_exit(void)
 {
@@ -144,6 +158,7 @@ static void __exit tscfk_exit(void)
 	tscfk_measure_cancel();
 	tscfk_cpu_sysfs_exit();
 	tscfk_pingpong_exit();
+	tscfk_measure_exit();
 	put_device(cpu_root);
 }
 

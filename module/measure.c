@@ -17,7 +17,7 @@
  * published those at once, and queued another run for them.
  *
  * CPUs outside the kernel's housekeeping set (isolcpus=, nohz_full=, an
- * isolated cpuset partition) are left alone unless measure_isolated is set:
+ * isolated cpuset partition from 6.7 on) are left alone unless measure_isolated is set:
  * the people who isolate a CPU want nothing else to run on it.
  */
 #include <linux/bitops.h>
@@ -25,8 +25,8 @@
 #include <linux/cpumask.h>
 #include <linux/err.h>
 #include <linux/minmax.h>
-#include <linux/percpu.h>
 #include <linux/sched/isolation.h>
+#include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/timekeeping.h>
 #include <linux/workqueue.h>
@@ -39,7 +39,7 @@
 /* Guards the published results and tscfk_summary, never held while measuring. */
 DEFINE_MUTEX(tscfk_results_lock);
 struct tscfk_summary tscfk_summary = { .reference_cpu = -1 };
-static DEFINE_PER_CPU(struct tscfk_cpu_result, published);
+static struct tscfk_cpu_result *published;	/* nr_cpu_ids of them */
 /* CPUs whose state hotplug published since the measurement began. */
 static struct cpumask hotplugged;
 
@@ -48,14 +48,24 @@ static DEFINE_SPINLOCK(request_lock);
 static struct cpumask requested;	/* CPUs that came online */
 static bool request_all;
 
-/* Set once, when the module goes: measure no more pairs. */
-static bool stopping;
+/*
+ * Requests are taken from tscfk_measure_start() to tscfk_measure_stop():
+ * nothing is measured before every step of the load that can fail is
+ * done, and no more pairs once rmmod began.
+ */
+static bool accepting;
 
 /* measure_work's own: the measurement in progress, and the causes logged. */
-static DEFINE_PER_CPU(struct tscfk_cpu_result, fresh);
-static DEFINE_PER_CPU(struct tscfk_pp *, pending);
-static DEFINE_PER_CPU(unsigned long, why_logged);
-static DEFINE_PER_CPU(bool, adjust_logged);
+struct cpu_work {
+	struct tscfk_cpu_result fresh;
+	struct tscfk_pp *pending;	/* the pair queued by begin() */
+	unsigned long why_logged;	/* bit per enum tscfk_why */
+	bool adjust_logged;
+};
+
+static struct cpu_work *cpu_work;	/* nr_cpu_ids of them */
+static struct cpumask isolated_unsaid;	/* said in one line, once each */
+static bool ref_unresponsive_said;
 
 struct measurement {
 	unsigned int ref;
@@ -67,7 +77,7 @@ struct measurement {
 
 static void measure_requested(struct work_struct *work);
 static DECLARE_WORK(measure_work, measure_requested);
-static void request(int cpu);
+static bool request(int cpu);
 
 static const char * const why_names[] = {
 	[TSCFK_WHY_PENDING] = "pending",
@@ -90,7 +100,7 @@ const char *tscfk_why_name(enum tscfk_why why)
 struct tscfk_cpu_result *tscfk_cpu_result(unsigned int cpu)
 {
 	lockdep_assert_held(&tscfk_results_lock);
-	return per_cpu_ptr(&published, cpu);
+	return &published[cpu];
 }
 
 static bool cpu_wanted(unsigned int cpu)
@@ -122,28 +132,31 @@ static unsigned int pick_reference(void)
 	return cpu;
 }
 
-/* Say once per CPU and cause why it is unmeasured, until it is measured. */
+/*
+ * Say once per CPU and cause why it is unmeasured, until it is measured.
+ * Causes shared by many CPUs are said once for all: the isolated CPUs in
+ * one line at the end of the measurement, an unresponsive reference once
+ * (measure_pair()).
+ */
 static void log_why(unsigned int cpu, enum tscfk_why why)
 {
-	unsigned long *logged = per_cpu_ptr(&why_logged, cpu);
+	unsigned long *logged = &cpu_work[cpu].why_logged;
 
 	if (why == TSCFK_WHY_NONE) {
 		*logged = 0;
 		return;
 	}
 	if (why == TSCFK_WHY_OFFLINE || why == TSCFK_WHY_PENDING ||
+	    why == TSCFK_WHY_REFERENCE_NOT_STARTED ||
 	    __test_and_set_bit(why, logged))
 		return;
 	switch (why) {
 	case TSCFK_WHY_ISOLATED:
-		pr_info("cpu%u is isolated: not measured (measure_isolated=1 measures it)\n",
-			cpu);
+		cpumask_set_cpu(cpu, &isolated_unsaid);
 		break;
 	case TSCFK_WHY_NOT_STARTED:
-	case TSCFK_WHY_REFERENCE_NOT_STARTED:
-		pr_warn("cpu%u: %s side did not run within timeout_ms=%u (a real-time task may own the CPU), left unmeasured\n",
-			cpu, why == TSCFK_WHY_NOT_STARTED ? "its" : "the reference's",
-			tscfk_timeout_ms);
+		pr_warn("cpu%u: its side did not run within timeout_ms=%u (a real-time task may own the CPU), left unmeasured\n",
+			cpu, tscfk_timeout_ms);
 		break;
 	case TSCFK_WHY_TOO_FEW_PROBES:
 		pr_warn("cpu%u: fewer than %u probes answered within timeout_ms=%u, left unmeasured\n",
@@ -199,8 +212,8 @@ static void begin(struct cpumask *todo, struct measurement *m)
 		struct tscfk_pp *pp = NULL;
 
 		if (cpu != m->ref && cpu_online(cpu) && cpu_wanted(cpu))
-			pp = tscfk_pp_start(m->ref, cpu, start_by) ?: ERR_PTR(-ENOMEM);
-		*per_cpu_ptr(&pending, cpu) = pp;
+			pp = tscfk_pp_start(m->ref, cpu, start_by);
+		cpu_work[cpu].pending = pp;
 	}
 }
 
@@ -213,7 +226,7 @@ static void begin(struct cpumask *todo, struct measurement *m)
 static void check_adjust(const struct measurement *m, unsigned int cpu,
 			 const struct tscfk_cpu_result *r)
 {
-	bool *logged = per_cpu_ptr(&adjust_logged, cpu);
+	bool *logged = &cpu_work[cpu].adjust_logged;
 	s64 want = (s64)((u64)r->adjust - (u64)m->ref_adjust);
 
 	if (!r->have_adjust || !m->ref_have_adjust || *logged ||
@@ -234,8 +247,15 @@ static void measure_pair(struct measurement *m, unsigned int cpu,
 
 	tscfk_pp_measure(pp, &pair);
 	m->max_irqoff_ns = max(m->max_irqoff_ns, pair.max_irqoff_ns);
-	if (pair.why == TSCFK_WHY_REFERENCE_NOT_STARTED)
+	if (pair.why == TSCFK_WHY_REFERENCE_NOT_STARTED) {
 		m->ref_unresponsive = true;
+		if (!ref_unresponsive_said)
+			pr_warn("cpu%u, the reference: its side did not run within timeout_ms=%u (a real-time task may own the CPU), the others left unmeasured\n",
+				m->ref, tscfk_timeout_ms);
+		ref_unresponsive_said = true;
+	} else if (pair.why == TSCFK_WHY_NONE) {
+		ref_unresponsive_said = false;
+	}
 	r->why = pair.why;
 	if (pair.why != TSCFK_WHY_NONE)
 		return;
@@ -250,10 +270,10 @@ static void measure_pair(struct measurement *m, unsigned int cpu,
 /* One CPU's fresh result.  Under cpus_read_lock(): no CPU comes or goes. */
 static void judge_cpu(struct measurement *m, unsigned int cpu)
 {
-	struct tscfk_cpu_result *r = per_cpu_ptr(&fresh, cpu);
-	struct tscfk_pp *pp = *per_cpu_ptr(&pending, cpu);
+	struct tscfk_cpu_result *r = &cpu_work[cpu].fresh;
+	struct tscfk_pp *pp = cpu_work[cpu].pending;
 
-	*per_cpu_ptr(&pending, cpu) = NULL;
+	cpu_work[cpu].pending = NULL;
 	*r = (struct tscfk_cpu_result){ .status = TSCFK_UNMEASURED };
 	if (cpu == m->ref) {
 		r->status = TSCFK_REFERENCE;
@@ -266,10 +286,10 @@ static void judge_cpu(struct measurement *m, unsigned int cpu)
 		r->why = TSCFK_WHY_OFFLINE;
 	} else if (!cpu_wanted(cpu)) {
 		r->why = TSCFK_WHY_ISOLATED;
-	} else if (IS_ERR(pp)) {
+	} else if (IS_ERR(pp) && PTR_ERR(pp) == -ENOMEM) {
 		r->why = TSCFK_WHY_NO_MEMORY;
-		pp = NULL;
-	} else if (!pp || READ_ONCE(stopping) || !cpu_online(m->ref)) {
+	} else if (IS_ERR_OR_NULL(pp) || !READ_ONCE(accepting) ||
+		   !cpu_online(m->ref)) {
 		/* Came online since, or this measurement is to be dropped. */
 		r->why = TSCFK_WHY_PENDING;
 	} else if (m->ref_unresponsive) {
@@ -294,7 +314,7 @@ static void publish(const struct cpumask *todo, const struct measurement *m)
 {
 	unsigned int cpu;
 
-	if (READ_ONCE(stopping))
+	if (!READ_ONCE(accepting))
 		return;
 	if (!cpu_online(m->ref)) {
 		request(-1);
@@ -303,7 +323,7 @@ static void publish(const struct cpumask *todo, const struct measurement *m)
 	mutex_lock(&tscfk_results_lock);
 	for_each_cpu(cpu, todo)
 		if (!cpumask_test_cpu(cpu, &hotplugged))
-			*per_cpu_ptr(&published, cpu) = *per_cpu_ptr(&fresh, cpu);
+			published[cpu] = cpu_work[cpu].fresh;
 	tscfk_summary.generation++;
 	tscfk_summary.measured_ns = ktime_get_ns();
 	tscfk_summary.max_irqoff_ns = m->max_irqoff_ns;
@@ -327,6 +347,11 @@ static void measure_requested(struct work_struct *work)
 		judge_cpu(&m, cpu);
 		cpus_read_unlock();
 	}
+
+	if (!cpumask_empty(&isolated_unsaid))
+		pr_info("not measuring isolated CPUs %*pbl (measure_isolated=1 measures them)\n",
+			cpumask_pr_args(&isolated_unsaid));
+	cpumask_clear(&isolated_unsaid);
 
 	cpus_read_lock();
 	publish(&todo, &m);
@@ -356,11 +381,14 @@ bool tscfk_summarise(struct tscfk_skew *skew)
 	return all;
 }
 
-static void request(int cpu)
+/*
+ * measure_work only sleeps and waits, it never spins: an unbound worker
+ * suits it, and a CPU may go offline under it without moving it.
+ */
+static bool request(int cpu)
 {
-	/* Nothing new once rmmod began: it waits for the run under way only. */
-	if (READ_ONCE(stopping))
-		return;
+	if (!READ_ONCE(accepting))
+		return false;
 	spin_lock(&request_lock);
 	if (cpu < 0)
 		request_all = true;
@@ -368,13 +396,43 @@ static void request(int cpu)
 		cpumask_set_cpu(cpu, &requested);
 	spin_unlock(&request_lock);
 	queue_work(system_unbound_wq, &measure_work);
+	return true;
 }
 
-/* Return once a measurement of every CPU that started after this call has ended. */
-void tscfk_measure_all_sync(void)
+/*
+ * Return once a measurement of every CPU that started after this call has
+ * ended; -EAGAIN, at once, while the module is loading or unloading.
+ */
+int tscfk_measure_all_sync(void)
 {
-	request(-1);
+	if (!request(-1))
+		return -EAGAIN;
 	flush_work(&measure_work);
+	return 0;
+}
+
+/* Before anything can read a result or request a measurement. */
+int tscfk_measure_init(void)
+{
+	published = kcalloc(nr_cpu_ids, sizeof(*published), GFP_KERNEL);
+	cpu_work = kcalloc(nr_cpu_ids, sizeof(*cpu_work), GFP_KERNEL);
+	if (published && cpu_work)
+		return 0;
+	tscfk_measure_exit();
+	return -ENOMEM;
+}
+
+/* Once nothing reads a result and measure_work is cancelled. */
+void tscfk_measure_exit(void)
+{
+	kfree(cpu_work);
+	kfree(published);
+}
+
+/* Once the load can no longer fail: take requests from now on. */
+void tscfk_measure_start(void)
+{
+	WRITE_ONCE(accepting, true);
 }
 
 /*
@@ -384,7 +442,7 @@ void tscfk_measure_all_sync(void)
  */
 void tscfk_measure_stop(void)
 {
-	WRITE_ONCE(stopping, true);
+	WRITE_ONCE(accepting, false);
 }
 
 /* Called when nothing can request a measurement any more: one pair at most. */

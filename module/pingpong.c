@@ -10,7 +10,9 @@
  *
  * Both sides spin with interrupts off, so that more probes are clean (not
  * stretched by an interrupt), but only in windows of at most irqoff_max_us
- * each, timed by each side on its own clock.  Correctness does not depend
+ * each, timed by each side on its own TSC.  The pair's deadline is in
+ * jiffies, the same on every CPU: a CPU whose TSC is far from the
+ * reference's must be measured, not cut short.  Correctness does not depend
  * on interrupts being off, nor on the windows overlapping: a probe that an
  * interrupt delays is merely wider, and the intersection keeps the narrow
  * ones.  The target keeps interrupts off only while rounds arrive.  Nothing
@@ -29,18 +31,20 @@
  *    until its pair's turn.
  *  - At its turn, tscfk_pp_measure() queues the reference's side and waits
  *    for both sides only until timeout_ms, plus slack for a last window.
- *  - A side the caller stops waiting for is cancelled if it has not run;
- *    if it has, it holds a reference to the module until it ends, so that
- *    rmmod fails at once (EAGAIN) instead of waiting for it.  A late side
- *    finds its pair stopped and ends at once: it belongs to its own
- *    struct tscfk_pp and can never take part in another pair.
+ *  - A side the caller stops waiting for is cancelled if it has not run.
+ *    A late side finds its pair stopped and ends at once: it belongs to
+ *    its own struct tscfk_pp and can never take part in another pair.
+ *  - A side holds the module from being queued to its last instruction,
+ *    so that rmmod fails at once (EAGAIN) while one may still run, rather
+ *    than wait in destroy_workqueue() for a side that a real-time task
+ *    keeps off its CPU.  Holding it only once given up on would be too
+ *    late: an rmmod already under way cannot be refused any more.
  *
  * The caller holds cpus_read_lock() during a pair's turn, so both CPUs stay
  * online while it runs, and the bound workers stay on them.  Before its
  * turn a target's CPU may go offline and back: every window checks, with
  * interrupts off, that it runs on its CPU.
  */
-#include <linux/atomic.h>
 #include <linux/completion.h>
 #include <linux/jiffies.h>
 #include <linux/minmax.h>
@@ -69,21 +73,13 @@
 /* Its own workqueue: see tscfk_pingpong_init(). */
 static struct workqueue_struct *pp_wq;
 
-/* A side's life, for giving up on it without waiting: see pp_abandon(). */
-enum pp_state {
-	PP_LIVE,	/* queued or running; the caller waits for it */
-	PP_ABANDONED,	/* the caller gave up: it holds the module */
-	PP_ENDED,	/* it returned, or is about to */
-};
-
 struct pp_side {
 	struct work_struct work;
 	struct completion started;	/* it ran, on its CPU or not */
 	struct completion done;		/* it has finished with the pair */
-	atomic_t state;			/* enum pp_state */
 	unsigned int cpu;
 	bool queued;
-	bool wrong_cpu;			/* before 'started' or 'done' */
+	bool wrong_cpu;			/* WRITE_ONCE, then 'started' or 'done' */
 	bool have_adjust;		/* these before 'done' */
 	s64 adjust;
 	u64 irqoff_ns;
@@ -98,8 +94,7 @@ struct tscfk_pp {
 	} line ____cacheline_aligned_in_smp;
 
 	/* Set before 'go' is completed and the reference queued, but 'stop'. */
-	u64 deadline ____cacheline_aligned_in_smp;	/* TSC: both sides end */
-	unsigned long end;	/* the same deadline in jiffies */
+	unsigned long end ____cacheline_aligned_in_smp;	/* jiffies: both end */
 	u64 budget_ticks;	/* longest interrupts-off window */
 	bool stop;		/* the caller gave up waiting: end now */
 	struct completion go;	/* the pair's turn, or the caller gave up */
@@ -114,14 +109,14 @@ struct tscfk_pp {
 	refcount_t refs;	/* the caller's and one per queued side */
 };
 
-static bool tsc_before(u64 now, u64 deadline)
+static bool tsc_before(u64 now, u64 end)
 {
-	return (s64)(now - deadline) < 0;
+	return (s64)(now - end) < 0;
 }
 
 static bool pp_going(struct tscfk_pp *pp)
 {
-	return !READ_ONCE(pp->stop) && tsc_before(rdtsc(), pp->deadline);
+	return !READ_ONCE(pp->stop) && time_before(jiffies, pp->end);
 }
 
 static void pp_put(struct tscfk_pp *pp)
@@ -132,7 +127,10 @@ static void pp_put(struct tscfk_pp *pp)
 	}
 }
 
-/* One interrupts-off window, ending at the deadline at the latest. */
+/*
+ * One interrupts-off window.  It may end up to irqoff_max_us after the
+ * pair's deadline: PP_SLACK_MS covers that.
+ */
 struct irqoff_window {
 	unsigned long flags;
 	u64 start_ns;
@@ -146,18 +144,15 @@ struct irqoff_window {
 static bool window_open(struct tscfk_pp *pp, struct pp_side *side,
 			struct irqoff_window *w)
 {
-	u64 end;
-
 	local_irq_save(w->flags);
 	if (unlikely(raw_smp_processor_id() != side->cpu)) {
 		local_irq_restore(w->flags);
-		side->wrong_cpu = true;
+		WRITE_ONCE(side->wrong_cpu, true);
 		WRITE_ONCE(pp->stop, true);
 		return false;
 	}
 	w->start_ns = ktime_get_mono_fast_ns();
-	end = rdtsc() + pp->budget_ticks;
-	w->end_tsc = tsc_before(end, pp->deadline) ? end : pp->deadline;
+	w->end_tsc = rdtsc() + pp->budget_ticks;
 	return true;
 }
 
@@ -190,7 +185,7 @@ static bool pp_side_begin(struct tscfk_pp *pp, struct pp_side *side)
 	bool go = !READ_ONCE(pp->stop);
 
 	if (go && raw_smp_processor_id() != side->cpu) {
-		side->wrong_cpu = true;
+		WRITE_ONCE(side->wrong_cpu, true);
 		go = false;
 	}
 	/* _all: a waiter that timed out may look again with completion_done(). */
@@ -199,19 +194,15 @@ static bool pp_side_begin(struct tscfk_pp *pp, struct pp_side *side)
 }
 
 /*
- * The module may go once an abandoned side drops its reference: the rest
- * of this function and its caller still run module code, but rmmod's
- * destroy_workqueue() waits for the work item to return first.
+ * Last thing a side does.  Once it drops the module, rmmod may begin: the
+ * few instructions left of the work item are what destroy_workqueue()
+ * still waits for.
  */
 static void pp_side_end(struct tscfk_pp *pp, struct pp_side *side)
 {
-	bool abandoned;
-
 	complete_all(&side->done);
-	abandoned = atomic_xchg(&side->state, PP_ENDED) == PP_ABANDONED;
 	pp_put(pp);
-	if (abandoned)
-		module_put(THIS_MODULE);
+	module_put(THIS_MODULE);
 }
 
 /*
@@ -346,34 +337,34 @@ static void pp_side_init(struct pp_side *side, unsigned int cpu,
 	INIT_WORK(&side->work, fn);
 	init_completion(&side->started);
 	init_completion(&side->done);
-	atomic_set(&side->state, PP_LIVE);
 	side->cpu = cpu;
 }
 
-static void pp_queue(struct tscfk_pp *pp, struct pp_side *side)
+/*
+ * Queue a side, holding the pair and the module for it.  Fails only once
+ * rmmod began: its caller is then about to stop measuring anyway.
+ */
+static bool pp_queue(struct tscfk_pp *pp, struct pp_side *side)
 {
+	if (!try_module_get(THIS_MODULE))
+		return false;
 	refcount_inc(&pp->refs);
 	side->queued = true;
 	queue_work_on(side->cpu, pp_wq, &side->work);
+	return true;
 }
 
 /*
  * Stop waiting for a queued side.  If it has not run it never will, and
- * its reference to the pair is dropped here.  If it has, it may still be
- * running, preempted for good: it keeps the module until it ends (see
- * pp_side_end()), whoever of us two gets there first.
+ * what it held is dropped here.  If it has, it may still be running,
+ * preempted for good: it drops them itself when it ends (pp_side_end()).
  */
 static void pp_abandon(struct tscfk_pp *pp, struct pp_side *side)
 {
-	if (!side->queued)
-		return;
-	if (cancel_work(&side->work)) {
+	if (side->queued && cancel_work(&side->work)) {
 		pp_put(pp);
-		return;
-	}
-	__module_get(THIS_MODULE);
-	if (atomic_cmpxchg(&side->state, PP_LIVE, PP_ABANDONED) != PP_LIVE)
 		module_put(THIS_MODULE);
+	}
 }
 
 /* End the pair now, whatever its sides are doing, and drop the caller's hold. */
@@ -392,13 +383,16 @@ struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu,
 	struct tscfk_pp *pp = kzalloc(sizeof(*pp), GFP_KERNEL);
 
 	if (!pp)
-		return NULL;
+		return ERR_PTR(-ENOMEM);
 	pp_side_init(&pp->ref, ref_cpu, pp_reference);
 	pp_side_init(&pp->target, target_cpu, pp_target);
 	init_completion(&pp->go);
 	pp->start_by = start_by;
 	refcount_set(&pp->refs, 1);
-	pp_queue(pp, &pp->target);
+	if (!pp_queue(pp, &pp->target)) {
+		pp_put(pp);
+		return ERR_PTR(-ENODEV);
+	}
 	return pp;
 }
 
@@ -420,7 +414,7 @@ static enum tscfk_why pp_wait(struct tscfk_pp *pp)
 	target_done = wait_until(&pp->target.done, late);
 	ref_done = ref_started && wait_until(&pp->ref.done, late);
 
-	if (pp->ref.wrong_cpu || pp->target.wrong_cpu)
+	if (READ_ONCE(pp->ref.wrong_cpu) || READ_ONCE(pp->target.wrong_cpu))
 		return TSCFK_WHY_WRONG_CPU;
 	if (!ref_started)
 		return TSCFK_WHY_REFERENCE_NOT_STARTED;
@@ -451,7 +445,7 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 		pair->why = TSCFK_WHY_NOT_STARTED;
 		goto give_up;
 	}
-	if (pp->target.wrong_cpu) {
+	if (READ_ONCE(pp->target.wrong_cpu)) {
 		pair->why = TSCFK_WHY_WRONG_CPU;
 		goto give_up;
 	}
@@ -462,11 +456,13 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 	}
 	pp->budget_ticks = div_u64((u64)tscfk_irqoff_max_us * khz, 1000);
 	pp->end = jiffies + msecs_to_jiffies(tscfk_timeout_ms);
-	pp->deadline = rdtsc() + (u64)tscfk_timeout_ms * khz;
 	tscfk_offset_init(&pp->est);
 
 	/* Queueing and complete_all() order the stores above before both sides. */
-	pp_queue(pp, &pp->ref);
+	if (!pp_queue(pp, &pp->ref)) {
+		pair->why = TSCFK_WHY_PENDING;	/* rmmod began: nothing is published */
+		goto give_up;
+	}
 	complete_all(&pp->go);
 	pair->why = pp_wait(pp);
 	if (pair->why != TSCFK_WHY_NONE)
@@ -500,9 +496,8 @@ int tscfk_pingpong_init(void)
 }
 
 /*
- * Every pair was measured or given up, so what is left on the queue is
- * running: a side given up on holds the module (rmmod refuses until it
- * ends), and the others end by their pair's deadline.
+ * Every side held the module until its last instruction, and rmmod found
+ * it held by none: what is left on the queue is returning.
  */
 void tscfk_pingpong_exit(void)
 {

@@ -28,7 +28,7 @@ enum tscfk_status {
 enum tscfk_why {
 	TSCFK_WHY_PENDING,	/* not measured yet: zero, as a fresh result is */
 	TSCFK_WHY_OFFLINE,
-	TSCFK_WHY_ISOLATED,	/* isolcpus=, nohz_full=, an isolated cpuset */
+	TSCFK_WHY_ISOLATED,	/* isolcpus=, nohz_full=, from 6.7 a cpuset */
 	TSCFK_WHY_NOT_STARTED,	/* its side did not run within timeout_ms */
 	TSCFK_WHY_REFERENCE_NOT_STARTED,
 	TSCFK_WHY_STALLED,	/* its side ran but did not end in time */
@@ -64,7 +64,10 @@ struct tscfk_cpu_result *tscfk_cpu_result(unsigned int cpu);
 extern struct tscfk_summary tscfk_summary;
 
 bool tscfk_summarise(struct tscfk_skew *skew);
-void tscfk_measure_all_sync(void);
+int tscfk_measure_init(void);
+void tscfk_measure_exit(void);
+int tscfk_measure_all_sync(void);
+void tscfk_measure_start(void);
 void tscfk_measure_stop(void);
 void tscfk_measure_cancel(void);
 int tscfk_cpu_online(unsigned int cpu);
@@ -80,6 +83,12 @@ struct tscfk_pair {
 	u64 max_irqoff_ns;
 };
 
+/*
+ * tscfk_pp_start() queues the target's side at once (ERR_PTR on failure);
+ * the pair is then given to exactly one of tscfk_pp_measure(), at its
+ * turn, or tscfk_pp_drop().  Neither waits longer than timeout_ms and a
+ * little slack past 'start_by' or the turn.
+ */
 struct tscfk_pp;
 int tscfk_pingpong_init(void);
 void tscfk_pingpong_exit(void);

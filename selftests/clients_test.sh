@@ -28,6 +28,7 @@
 # arguments), for checking this script where the module cannot be loaded.
 
 set -u
+. "$(dirname "$0")/unload.sh"
 
 readonly KSFT_PASS=0 KSFT_FAIL=1 KSFT_SKIP=4
 readonly MODNAME=tsc_freq_khz
@@ -92,7 +93,7 @@ restore_state() {
 			$INSMOD "$KO" || rc=1
 		fi
 	elif [ "$we_loaded" -eq 1 ]; then
-		$RMMOD "$MODNAME" && we_loaded=0 || rc=1
+		tscfk_unload "$RMMOD" && we_loaded=0 || rc=1
 	fi
 	return $rc
 }
@@ -202,7 +203,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/clients_test.XXXXXX") || bail "mktemp failed"
 if is_loaded; then
 	was_loaded=1
 	diag "$MODNAME was loaded; removing it for the 'before' checks (it is reloaded at the end)"
-	if $RMMOD "$MODNAME" && ! is_loaded; then
+	if tscfk_unload "$RMMOD" && ! is_loaded; then
 		ok "start with $MODNAME unloaded"
 	else
 		notok "start with $MODNAME unloaded"
@@ -370,9 +371,9 @@ name="rmmod $MODNAME removes $TSC_FILE"
 if [ "$we_loaded" -ne 1 ]; then
 	skip "$name" "module was not inserted"
 elif [ -n "$before_skip" ]; then
-	$RMMOD "$MODNAME" && we_loaded=0
+	tscfk_unload "$RMMOD" && we_loaded=0
 	skip "$name" "$before_skip"
-elif $RMMOD "$MODNAME"; then
+elif tscfk_unload "$RMMOD"; then
 	we_loaded=0
 	[ ! -e "$TSC_FILE" ]
 	check "$name" $?

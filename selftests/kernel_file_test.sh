@@ -10,6 +10,7 @@
 
 here=$(dirname "$0")
 . "$here/ktap.sh"
+. "$here/unload.sh"
 ko=${1:?usage: kernel_file_test.sh MODULE.ko FAKE.ko}
 fake=${2:?usage: kernel_file_test.sh MODULE.ko FAKE.ko}
 file=/sys/devices/system/cpu/cpu0/tsc_freq_khz
@@ -36,7 +37,7 @@ ours=$(find /sys/devices/system/cpu/ -maxdepth 2 -name tsc_freq_khz ! -path '*/c
 echo "# the other CPUs' files read: ${ours:-(no other CPU)}"
 ktap_check "the other CPUs' files are the module's: tsc_khz, not 12345" \
 	test "${ours:-none}" != 12345
-rmmod tsc_freq_khz
+tscfk_unload
 ktap_check "unloading tsc_freq_khz leaves the kernel's file" test "$(cat $file 2>&1)" = 12345
 rmmod tscfk_fake_kernel_file
 ktap_check "and nothing else is left" test ! -e $file -a ! -e /sys/devices/system/cpu/tsc \

@@ -16,6 +16,7 @@
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/unload.sh"
 ko=${1:?usage: run_tests.sh MODULE.ko [BINDIR]}
 bin=${2:-$here/../build/selftests}
 ko=$(realpath "$ko")
@@ -98,7 +99,7 @@ for t in "${tests[@]}"; do
 		continue
 	   fi ;;&
 	unload)
-		if loaded; then rmmod tsc_freq_khz; fi
+		if loaded; then tscfk_unload; fi
 		loaded; result $(( $? == 0 ? 1 : 0 )) "$t" ;;
 	load)
 		insmod "$ko"; st=$?

@@ -336,9 +336,21 @@ static inline int module_load(const char *params)
 	return ret;
 }
 
+/*
+ * Unload: 0 or -errno.  The module is in use (EAGAIN) while any of its work
+ * items may still run, which includes the last instructions of a
+ * measurement that has just returned: retry for up to a second.
+ */
 static inline int module_unload(void)
 {
-	return syscall(SYS_delete_module, "tsc_freq_khz", O_NONBLOCK) ? -errno : 0;
+	for (int i = 0; i < 100; i++) {
+		if (!syscall(SYS_delete_module, "tsc_freq_khz", O_NONBLOCK))
+			return 0;
+		if (errno != EAGAIN)
+			break;
+		usleep(10000);
+	}
+	return -errno;
 }
 
 static inline int set_online(int cpu, bool on)
