@@ -57,7 +57,7 @@ static int __init check_params(void)
 	    check_range("timeout_ms", tscfk_timeout_ms, 10, 60000))
 		return -EINVAL;
 	if (ref < -1 || (ref >= 0 && (ref >= nr_cpu_ids || !cpu_online(ref)))) {
-		pr_err("reference_cpu=%d is not an online CPU (-1 picks the first online one)\n",
+		pr_err("reference_cpu=%d is not an online CPU (-1 picks the first online housekeeping CPU)\n",
 		       ref);
 		return -EINVAL;
 	}
