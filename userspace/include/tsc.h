@@ -3,8 +3,8 @@
  * libtsc: the x86 Time Stamp Counter for userspace, trusted.
  *
  *  - the TSC frequency from the best source there is, saying which and how
- *    precise: the tsc_freq_khz module's files, CPUID, the hypervisor, or a
- *    calibration of its own against CLOCK_MONOTONIC_RAW;
+ *    precise: the tsc_freq_khz module's files, the hypervisor, CPUID's
+ *    crystal, or a calibration of its own against CLOCK_MONOTONIC_RAW;
  *  - exact tick <-> nanosecond conversion (within 1 ns over the whole 64-bit
  *    range) from precomputed integers, inline;
  *  - a clock reading the TSC, anchored to CLOCK_MONOTONIC and CLOCK_REALTIME.
@@ -24,12 +24,12 @@
 extern "C" {
 #endif
 
-/* Where a frequency came from, best first. */
+/* Where a frequency came from; tsc_freq_get() ranks them as tsc(7) says. */
 enum tsc_source {
 	TSC_SOURCE_NONE = 0,
 	TSC_SOURCE_SYSFS,	/* /sys/devices/system/cpu/cpu0/tsc_freq_khz */
-	TSC_SOURCE_CPUID,	/* CPUID leaf 0x15 (crystal from 0x15 or 0x16) */
-	TSC_SOURCE_HYPERVISOR,	/* CPUID leaf 0x40000010 */
+	TSC_SOURCE_CPUID,	/* CPUID leaf 0x15 with its crystal */
+	TSC_SOURCE_HYPERVISOR,	/* CPUID leaf 0x40000010 of a known hypervisor */
 	TSC_SOURCE_CALIBRATION,	/* measured against CLOCK_MONOTONIC_RAW */
 };
 

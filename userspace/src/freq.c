@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * struct tsc_freq: building one, comparing two, and picking the best source.
+ * Picking the best source of the TSC frequency, or the one asked for.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,38 +9,9 @@
 
 #include "internal.h"
 
-__extension__ typedef unsigned __int128 u128;
-
-int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
-		  uint64_t den, double precision_ppm)
-{
-	/* Compare num/den with the limits without dividing: no rounding. */
-	if (!den || (u128)num < (u128)TSC_MIN_HZ * den ||
-	    (u128)num > (u128)TSC_MAX_HZ * den)
-		return tsc__fail(-ERANGE, "%s: %llu/%llu Hz is not within 1 MHz..20 GHz",
-				 tsc_source_name(source), (unsigned long long)num,
-				 (unsigned long long)den);
-	f->source = source;
-	f->num = num;
-	f->den = den;
-	f->hz = (double)num / (double)den;
-	f->precision_ppm = precision_ppm;
-	f->detail[0] = '\0';
-	return 0;
-}
-
-double tsc_freq_diff_ppm(const struct tsc_freq *a, const struct tsc_freq *b)
-{
-	/* (a - b) / b = (an * bd - bn * ad) / (bn * ad), each exact in 128 bits. */
-	u128 x = (u128)a->num * b->den, y = (u128)b->num * a->den;
-
-	if (x >= y)
-		return (double)(x - y) / (double)y * 1e6;
-	return -(double)(y - x) / (double)y * 1e6;
-}
-
 /* Options, with defaults for what the caller's struct does not have. */
 struct opts {
+	const struct tsc__cpuid_src *cpuid;
 	const char *sysfs_root;
 	enum tsc_source source;
 	double calibrate_ppm, verify_ppm;
@@ -76,9 +47,9 @@ static int from_source(struct tsc_freq *f, enum tsc_source source,
 	case TSC_SOURCE_SYSFS:
 		return tsc__freq_from_sysfs(f, o->sysfs_root, doubt);
 	case TSC_SOURCE_CPUID:
-		return tsc_freq_from_cpuid(f);
+		return tsc__freq_from_cpuid(f, o->cpuid);
 	case TSC_SOURCE_HYPERVISOR:
-		return tsc_freq_from_hypervisor(f);
+		return tsc__freq_from_hypervisor(f, o->cpuid);
 	case TSC_SOURCE_CALIBRATION:
 		return tsc_freq_calibrate(f, o->calibrate_ppm, o->calibrate_max_ms);
 	case TSC_SOURCE_NONE:
@@ -97,14 +68,34 @@ static void note_skipped(char *skipped, size_t size, size_t *used, const char *w
 }
 
 /*
- * Best first; each failure's reason is kept in the winner's detail.  The
+ * Leaf 0x16's base MHz is never the answer, only a prior: say how far the
+ * calibration that took its place found it, first, where it is not cut.
+ */
+static void compare_base_mhz(struct tsc_freq *f, const struct opts *o)
+{
+	uint32_t mhz = tsc__base_mhz(o->cpuid);
+	struct tsc_freq base = { .num = (uint64_t)mhz * 1000000, .den = 1 };
+	size_t len = strlen(f->detail);
+
+	if (mhz)
+		snprintf(f->detail + len, sizeof(f->detail) - len,
+			 "; leaf 0x16's nominal %u MHz is %+.0f ppm from it", mhz,
+			 tsc_freq_diff_ppm(&base, f));
+}
+
+/*
+ * Best evidence first; each failure's reason is kept in the winner's
+ * detail.  The kernel's own value comes first: it is what the kernel's
+ * clocks run on.  Then the hypervisor's, which knows how it scales the
+ * guest's TSC, while a leaf 0x15 passed through from the host does not.
+ * Then the crystal of leaf 0x15, then a calibration of our own.  The
  * module's value is no better than 1% when the kernel may never have
  * refined it: every other source goes first, and it is the last resort.
  */
 static int best_source(struct tsc_freq *f, const struct opts *o)
 {
 	static const enum tsc_source order[] = {
-		TSC_SOURCE_SYSFS, TSC_SOURCE_CPUID, TSC_SOURCE_HYPERVISOR,
+		TSC_SOURCE_SYSFS, TSC_SOURCE_HYPERVISOR, TSC_SOURCE_CPUID,
 		TSC_SOURCE_CALIBRATION,
 	};
 	char skipped[sizeof(f->detail)] = "";
@@ -117,6 +108,8 @@ static int best_source(struct tsc_freq *f, const struct opts *o)
 
 		err = from_source(f, order[i], o, &doubt);
 		if (!err && !doubt) {
+			if (f->source == TSC_SOURCE_CALIBRATION)
+				compare_base_mhz(f, o);
 			if (used)
 				snprintf(f->detail + strlen(f->detail),
 					 sizeof(f->detail) - strlen(f->detail),
@@ -138,7 +131,8 @@ static int best_source(struct tsc_freq *f, const struct opts *o)
 	return 0;
 }
 
-int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts)
+int tsc__freq_get(struct tsc_freq *f, const struct tsc_opts *opts,
+		  const struct tsc__cpuid_src *cpuid)
 {
 	struct tsc_freq cal;
 	struct opts o;
@@ -150,6 +144,7 @@ int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts)
 	err = read_opts(opts, &o);
 	if (err)
 		return err;
+	o.cpuid = cpuid;
 	err = o.source ? from_source(f, o.source, &o, &doubt) : best_source(f, &o);
 	if (err)
 		return err;
@@ -167,4 +162,9 @@ int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts)
 				 cal.precision_ppm, diff, o.verify_ppm);
 	tsc__clear_error();
 	return 0;
+}
+
+int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts)
+{
+	return tsc__freq_get(f, opts, &tsc__cpu_cpuid);
 }

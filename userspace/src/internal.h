@@ -39,7 +39,7 @@ void tsc__clear_error(void);
 #define TSC__UNREFINED_PPM	10000.0
 int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined);
 
-/* Fill f from num/den Hz; -ERANGE outside TSC_MIN_HZ..TSC_MAX_HZ. */
+/* value.c: fill f from num/den Hz; -ERANGE outside TSC_MIN_HZ..TSC_MAX_HZ. */
 int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
 		  uint64_t den, double precision_ppm);
 
@@ -59,6 +59,31 @@ int tsc__parse_cpulist_count(const char *buf, size_t len, unsigned int *count);
 struct tsc__cpuid {
 	uint32_t eax, ebx, ecx, edx;
 };
+
+/*
+ * A TSC crystal's tolerance, over temperature and age: quartz is tens of
+ * ppm, and the ratio in leaf 0x15 is exact.
+ */
+#define TSC__CRYSTAL_PPM	100.0
+
+/* Where CPUID comes from: the CPU (tsc__cpu_cpuid), or a test's table. */
+struct tsc__cpuid_src {
+	void (*cpuid)(void *ctx, uint32_t leaf, struct tsc__cpuid *r);
+	void *ctx;
+};
+extern const struct tsc__cpuid_src tsc__cpu_cpuid;
+
+int tsc__freq_from_cpuid(struct tsc_freq *f, const struct tsc__cpuid_src *src);
+int tsc__freq_from_hypervisor(struct tsc_freq *f, const struct tsc__cpuid_src *src);
+/* Leaf 0x16's base MHz, a nominal figure; 0 if there is none. */
+uint32_t tsc__base_mhz(const struct tsc__cpuid_src *src);
+
+/*
+ * tsc_freq_get() on the given CPUID; opts->sysfs_root still says where
+ * the kernel's files are.
+ */
+int tsc__freq_get(struct tsc_freq *f, const struct tsc_opts *opts,
+		  const struct tsc__cpuid_src *cpuid);
 
 /* Leaf 0x15 (and 0x16, NULL if absent) into f. */
 int tsc__freq_from_leaf15(struct tsc_freq *f, const struct tsc__cpuid *l15,

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
  * The frequency as others state it: the kernel (through tsc_freq_khz's
- * file), the CPU (CPUID 0x15/0x16) and the hypervisor (CPUID 0x40000010).
- * Every value is checked before it is believed.
+ * file), the hypervisor (CPUID 0x40000010) and the CPU (CPUID 0x15).
+ * Every value is checked before it is believed, and CPUID comes through
+ * struct tsc__cpuid_src, so that tests can play any machine.
  */
 #include <cpuid.h>
 #include <errno.h>
@@ -87,34 +88,33 @@ int tsc_freq_from_sysfs(struct tsc_freq *f, const char *root)
 }
 
 /*
- * Leaf 0x15: TSC = crystal * EBX / EAX.  Without the crystal (ECX 0), as
- * Linux does, take leaf 0x16's base frequency, which the TSC then equals.
+ * Leaf 0x15: TSC = crystal * EBX / EAX.  The ratio is exact, the crystal
+ * is not: TSC__CRYSTAL_PPM.  Without the crystal (ECX 0, as on Skylake-SP
+ * and Cascade Lake servers) there is no answer here.  Leaf 0x16's base
+ * MHz is a nominal figure, which Linux only starts from and refines:
+ * "Detected 2100.000 MHz processor", then "Refined TSC clocksource
+ * calibration: 2095.077 MHz" on one such server, 2344 ppm apart.  It is
+ * named in the reason, for the calibration that takes over to confirm.
  */
 int tsc__freq_from_leaf15(struct tsc_freq *f, const struct tsc__cpuid *l15,
 			  const struct tsc__cpuid *l16)
 {
-	uint64_t num, den;
-	double precision = 0;	/* a ratio of exact integers: nominally exact */
 	int err;
 
 	if (!l15 || !l15->eax || !l15->ebx)
 		return tsc__fail(-ENODATA, "cpuid: leaf 0x15 does not enumerate the TSC ratio");
-	if (l15->ecx) {
-		num = (uint64_t)l15->ecx * l15->ebx;
-		den = l15->eax;
-	} else if (l16 && (l16->eax & 0xffff)) {
-		num = (uint64_t)(l16->eax & 0xffff) * 1000000;
-		den = 1;
-		precision = 0.5e12 / (double)num;	/* whole MHz: 0.5 MHz */
-	} else {
-		return tsc__fail(-ENODATA, "cpuid: leaf 0x15 has no crystal frequency and leaf 0x16 no base frequency");
-	}
-	err = tsc__freq_set(f, TSC_SOURCE_CPUID, num, den, precision);
+	if (!l15->ecx && l16 && (l16->eax & 0xffff))
+		return tsc__fail(-ENODATA, "cpuid: leaf 0x15 has no crystal frequency (leaf 0x16's base %u MHz is nominal, not the TSC's rate)",
+				 l16->eax & 0xffff);
+	if (!l15->ecx)
+		return tsc__fail(-ENODATA, "cpuid: leaf 0x15 has no crystal frequency");
+	err = tsc__freq_set(f, TSC_SOURCE_CPUID, (uint64_t)l15->ecx * l15->ebx,
+			    l15->eax, TSC__CRYSTAL_PPM);
 	if (err)
 		return err;
 	snprintf(f->detail, sizeof(f->detail),
-		 "cpuid 0x15: eax=%u ebx=%u ecx=%u%s (nominal)", l15->eax,
-		 l15->ebx, l15->ecx, l15->ecx ? "" : ", crystal from 0x16's base MHz");
+		 "cpuid 0x15: eax=%u ebx=%u ecx=%u (a crystal: +-%.0f ppm)",
+		 l15->eax, l15->ebx, l15->ecx, TSC__CRYSTAL_PPM);
 	return 0;
 }
 
@@ -134,36 +134,92 @@ int tsc__freq_from_leaf40000010(struct tsc_freq *f,
 	return 0;
 }
 
-static void cpuid(uint32_t leaf, struct tsc__cpuid *r)
+static void cpu_cpuid(void *ctx, uint32_t leaf, struct tsc__cpuid *r)
 {
+	(void)ctx;
 	__cpuid_count(leaf, 0, r->eax, r->ebx, r->ecx, r->edx);
 }
 
-int tsc_freq_from_cpuid(struct tsc_freq *f)
+const struct tsc__cpuid_src tsc__cpu_cpuid = { .cpuid = cpu_cpuid };
+
+static void cpuid(const struct tsc__cpuid_src *src, uint32_t leaf,
+		  struct tsc__cpuid *r)
+{
+	*r = (struct tsc__cpuid){ 0 };
+	src->cpuid(src->ctx, leaf, r);
+}
+
+int tsc__freq_from_cpuid(struct tsc_freq *f, const struct tsc__cpuid_src *src)
 {
 	struct tsc__cpuid l0, l15, l16;
 
 	tsc__clear_error();
-	cpuid(0, &l0);
+	cpuid(src, 0, &l0);
 	if (l0.eax < 0x15)
 		return tsc__fail(-ENODATA, "cpuid: no leaf 0x15 (highest leaf 0x%x)", l0.eax);
-	cpuid(0x15, &l15);
+	cpuid(src, 0x15, &l15);
 	if (l0.eax >= 0x16)
-		cpuid(0x16, &l16);
+		cpuid(src, 0x16, &l16);
 	return tsc__freq_from_leaf15(f, &l15, l0.eax >= 0x16 ? &l16 : NULL);
+}
+
+uint32_t tsc__base_mhz(const struct tsc__cpuid_src *src)
+{
+	struct tsc__cpuid l0, l16;
+
+	cpuid(src, 0, &l0);
+	if (l0.eax < 0x16)
+		return 0;
+	cpuid(src, 0x16, &l16);
+	return l16.eax & 0xffff;
+}
+
+int tsc_freq_from_cpuid(struct tsc_freq *f)
+{
+	return tsc__freq_from_cpuid(f, &tsc__cpu_cpuid);
+}
+
+/*
+ * The hypervisors that define leaf 0x40000010 as the TSC's (and the
+ * bus's) kHz: VMware, which introduced it; KVM, where QEMU fills it in
+ * when it knows the guest's TSC rate (vmware-cpuid-freq); ACRN, whose
+ * timing leaf it is (Linux's acrn_get_tsc_khz()).  Others give the range
+ * other meanings (Hyper-V's leaves run to 0x400000ff): not believed.
+ */
+static const char *const tsc_leaf_hypervisors[] = {
+	"VMwareVMware", "KVMKVMKVM", "ACRNACRNACRN",
+};
+
+int tsc__freq_from_hypervisor(struct tsc_freq *f, const struct tsc__cpuid_src *src)
+{
+	struct tsc__cpuid l1, hv, leaf;
+	char sig[13] = "";
+	bool known = false;
+
+	tsc__clear_error();
+	cpuid(src, 1, &l1);
+	if (!(l1.ecx & (1u << 31)))
+		return tsc__fail(-ENODATA, "hypervisor: none (cpuid 1 ecx bit 31 clear)");
+	cpuid(src, 0x40000000, &hv);
+	memcpy(sig, &hv.ebx, 4);
+	memcpy(sig + 4, &hv.ecx, 4);
+	memcpy(sig + 8, &hv.edx, 4);
+	for (size_t i = 0; i < sizeof(sig) - 1; i++)
+		if (sig[i] && (sig[i] < ' ' || sig[i] > '~'))
+			sig[i] = '?';
+	for (size_t i = 0; i < sizeof(tsc_leaf_hypervisors) / sizeof(tsc_leaf_hypervisors[0]); i++)
+		known |= !strcmp(sig, tsc_leaf_hypervisors[i]);
+	if (!known)
+		return tsc__fail(-ENODATA, "hypervisor: \"%s\" is not one known to give the TSC's rate in leaf 0x40000010",
+				 sig);
+	if (hv.eax < 0x40000010)
+		return tsc__fail(-ENODATA, "hypervisor: %s has no leaf 0x40000010 (highest 0x%x)",
+				 sig, hv.eax);
+	cpuid(src, 0x40000010, &leaf);
+	return tsc__freq_from_leaf40000010(f, &leaf);
 }
 
 int tsc_freq_from_hypervisor(struct tsc_freq *f)
 {
-	struct tsc__cpuid l1, hv, leaf;
-
-	tsc__clear_error();
-	cpuid(1, &l1);
-	if (!(l1.ecx & (1u << 31)))
-		return tsc__fail(-ENODATA, "hypervisor: none (cpuid 1 ecx bit 31 clear)");
-	cpuid(0x40000000, &hv);
-	if (hv.eax < 0x40000010)
-		return tsc__fail(-ENODATA, "hypervisor: no leaf 0x40000010 (highest 0x%x)", hv.eax);
-	cpuid(0x40000010, &leaf);
-	return tsc__freq_from_leaf40000010(f, &leaf);
+	return tsc__freq_from_hypervisor(f, &tsc__cpu_cpuid);
 }

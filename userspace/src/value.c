@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * struct tsc_freq: building one and comparing two.  Below everything that
+ * makes one (sources.c, calibrate.c) and everything that picks one
+ * (freq.c), so that the dependencies run one way.
+ */
+#include <errno.h>
+
+#include "internal.h"
+
+__extension__ typedef unsigned __int128 u128;
+
+int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
+		  uint64_t den, double precision_ppm)
+{
+	/* Compare num/den with the limits without dividing: no rounding. */
+	if (!den || (u128)num < (u128)TSC_MIN_HZ * den ||
+	    (u128)num > (u128)TSC_MAX_HZ * den)
+		return tsc__fail(-ERANGE, "%s: %llu/%llu Hz is not within 1 MHz..20 GHz",
+				 tsc_source_name(source), (unsigned long long)num,
+				 (unsigned long long)den);
+	f->source = source;
+	f->num = num;
+	f->den = den;
+	f->hz = (double)num / (double)den;
+	f->precision_ppm = precision_ppm;
+	f->detail[0] = '\0';
+	return 0;
+}
+
+double tsc_freq_diff_ppm(const struct tsc_freq *a, const struct tsc_freq *b)
+{
+	/* (a - b) / b = (an * bd - bn * ad) / (bn * ad), each exact in 128 bits. */
+	u128 x = (u128)a->num * b->den, y = (u128)b->num * a->den;
+
+	if (x >= y)
+		return (double)(x - y) / (double)y * 1e6;
+	return -(double)(y - x) / (double)y * 1e6;
+}

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * tsc_freq_get() ranks the sources by evidence, on machines played
+ * through an injected CPUID, without the module: the hypervisor's leaf
+ * (of a hypervisor known to define it) before a leaf 0x15 passed through
+ * to the guest, leaf 0x15's crystal, stated to its tolerance, before a
+ * calibration, and leaf 0x16's nominal MHz never the answer.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "fake_sysfs.h"
+#include "internal.h"
+#include "kselftest_harness.h"
+
+struct leaf {
+	uint32_t leaf;
+	struct tsc__cpuid r;
+};
+
+/* A machine: the leaves it has, the rest read as zeros. */
+struct machine {
+	const struct leaf *leaves;
+	size_t n;
+};
+
+static void machine_cpuid(void *ctx, uint32_t leaf, struct tsc__cpuid *r)
+{
+	const struct machine *m = ctx;
+
+	for (size_t i = 0; i < m->n; i++)
+		if (m->leaves[i].leaf == leaf)
+			*r = m->leaves[i].r;
+}
+
+#define HV_BIT		(1u << 31)
+/* "KVMKVMKVM\0\0\0" and "Microsoft Hv" as EBX, ECX, EDX. */
+#define SIG_KVM		.ebx = 0x4b4d564b, .ecx = 0x564b4d56, .edx = 0x0000004d
+#define SIG_HYPERV	.ebx = 0x7263694d, .ecx = 0x666f736f, .edx = 0x76482074
+
+/* Skylake-SP: leaf 0x15 without the crystal, a 2200 MHz base in 0x16. */
+static const struct leaf skylake_sp[] = {
+	{ 0, { .eax = 0x16 } },
+	{ 0x15, { .eax = 2, .ebx = 168, .ecx = 0 } },
+	{ 0x16, { .eax = 2200, .ebx = 3700, .ecx = 100 } },
+};
+
+/* A part that enumerates its crystal: 24 MHz * 176 / 2 = 2112 MHz. */
+static const struct leaf crystal[] = {
+	{ 0, { .eax = 0x16 } },
+	{ 0x15, { .eax = 2, .ebx = 176, .ecx = 24000000 } },
+	{ 0x16, { .eax = 2100 } },
+};
+
+/* That part's leaf 0x15 passed through to a KVM guest whose TSC is scaled. */
+static const struct leaf kvm_guest[] = {
+	{ 0, { .eax = 0x16 } },
+	{ 1, { .ecx = HV_BIT } },
+	{ 0x15, { .eax = 2, .ebx = 176, .ecx = 24000000 } },
+	{ 0x40000000, { .eax = 0x40000010, SIG_KVM } },
+	{ 0x40000010, { .eax = 2600002 } },
+};
+
+/* Hyper-V, whose leaves reach 0x40000010 with other meanings. */
+static const struct leaf hyperv_guest[] = {
+	{ 0, { .eax = 0x16 } },
+	{ 1, { .ecx = HV_BIT } },
+	{ 0x15, { .eax = 2, .ebx = 176, .ecx = 24000000 } },
+	{ 0x40000000, { .eax = 0x4000000b, SIG_HYPERV } },
+	{ 0x40000010, { .eax = 1234567 } },
+};
+
+/* A leaf 0x40000010 but no hypervisor bit: a CPU, not a guest. */
+static const struct leaf no_hv_bit[] = {
+	{ 0, { .eax = 0x16 } },
+	{ 0x40000000, { .eax = 0x40000010, SIG_KVM } },
+	{ 0x40000010, { .eax = 2600002 } },
+};
+
+#define MACHINE(name) { (name), sizeof(name) / sizeof((name)[0]) }
+
+FIXTURE(rank) {
+	char dir[64];	/* a sysfs root without the module */
+};
+
+FIXTURE_SETUP(rank)
+{
+	fake_root(_metadata, self->dir, sizeof(self->dir), 0);
+}
+
+FIXTURE_TEARDOWN(rank)
+{
+	remove_root(self->dir);
+}
+
+/* tsc__freq_get() on machine m, calibrating 20 ms at most. */
+static int get_on(struct tsc_freq *f, const char *dir, const struct machine *m)
+{
+	TSC_OPTS(o, .sysfs_root = dir, .calibrate_max_ms = 20);
+	struct tsc__cpuid_src src = { machine_cpuid, (void *)m };
+
+	return tsc__freq_get(f, &o, &src);
+}
+
+TEST_F(rank, nominal_base_mhz_is_never_the_answer)
+{
+	const struct machine m = MACHINE(skylake_sp);
+	struct tsc_freq f;
+
+	ASSERT_EQ(0, get_on(&f, self->dir, &m)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("%s: %s", tsc_source_name(f.source), f.detail);
+	EXPECT_EQ(TSC_SOURCE_CALIBRATION, f.source);
+	EXPECT_NE(NULL, strstr(f.detail, "leaf 0x16's nominal 2200 MHz is "));
+}
+
+TEST_F(rank, crystal_with_its_tolerance)
+{
+	const struct machine m = MACHINE(crystal);
+	struct tsc_freq f;
+
+	ASSERT_EQ(0, get_on(&f, self->dir, &m)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("%s: %s", tsc_source_name(f.source), f.detail);
+	EXPECT_EQ(TSC_SOURCE_CPUID, f.source);
+	EXPECT_EQ(2112000000u, f.num / f.den);
+	EXPECT_EQ(0u, f.num % f.den);
+	EXPECT_EQ(TSC__CRYSTAL_PPM, f.precision_ppm);
+	EXPECT_LT(0.0, f.precision_ppm);
+}
+
+TEST_F(rank, hypervisor_before_a_passed_through_leaf_15)
+{
+	const struct machine m = MACHINE(kvm_guest);
+	struct tsc_freq f;
+
+	ASSERT_EQ(0, get_on(&f, self->dir, &m)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("%s: %s", tsc_source_name(f.source), f.detail);
+	EXPECT_EQ(TSC_SOURCE_HYPERVISOR, f.source);
+	EXPECT_EQ(2600002000u, f.num / f.den);
+}
+
+TEST_F(rank, unknown_hypervisor_is_not_believed)
+{
+	const struct machine m = MACHINE(hyperv_guest);
+	struct tsc__cpuid_src src = { machine_cpuid, (void *)&m };
+	struct tsc_freq f;
+
+	EXPECT_EQ(-ENODATA, tsc__freq_from_hypervisor(&f, &src));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "\"Microsoft Hv\" is not one known"))
+		TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(0, get_on(&f, self->dir, &m)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("%s: %s", tsc_source_name(f.source), f.detail);
+	EXPECT_EQ(TSC_SOURCE_CPUID, f.source);
+	EXPECT_NE(NULL, strstr(f.detail, "Microsoft Hv"));
+}
+
+TEST_F(rank, hypervisor_leaf_needs_the_hypervisor_bit)
+{
+	const struct machine m = MACHINE(no_hv_bit);
+	struct tsc__cpuid_src src = { machine_cpuid, (void *)&m };
+	struct tsc_freq f;
+
+	EXPECT_EQ(-ENODATA, tsc__freq_from_hypervisor(&f, &src));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "bit 31 clear"));
+	ASSERT_EQ(0, get_on(&f, self->dir, &m)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(TSC_SOURCE_CALIBRATION, f.source);
+}
+
+/* The kernel's value, when there is one, outranks them all. */
+TEST_F(rank, kernel_first)
+{
+	const struct machine m = MACHINE(kvm_guest);
+	char dir[64];
+	struct tsc_freq f;
+
+	fake_root(_metadata, dir, sizeof(dir), 2600000);
+	ASSERT_EQ(0, get_on(&f, dir, &m)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(TSC_SOURCE_SYSFS, f.source);
+	EXPECT_EQ(2600000000u, f.num / f.den);
+	remove_root(dir);
+}
+
+TEST_HARNESS_MAIN
