@@ -18,10 +18,17 @@
  *
  * CLOCK_MONOTONIC_RAW, not CLOCK_MONOTONIC: the latter is slewed by NTP (up
  * to 500 ppm), the former is the hardware rate, as is the kernel's tsc_khz.
+ *
+ * All the TSC readings must come from one CPU: two CPUs' TSCs may differ
+ * by hundreds of ns, which a migration would put into the slope (400 ns in
+ * 20 ms is 20 ppm).  The thread is pinned for the run where it may be, and
+ * a sample taken on another CPU than the first is dropped all the same.
  */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "internal.h"
@@ -30,6 +37,7 @@
 #define MIN_SAMPLES	64
 #define CHECK_EVERY	256	/* samples between two looks at the error */
 #define MAX_SAMPLES	(1u << 26)	/* a last resort: a TSC that stands still */
+#define QUANTUM_READS	1000
 
 struct fit {
 	long double n, mx, my, cxx, cxy, cyy;
@@ -69,7 +77,34 @@ struct sample {
 	uint64_t mid, ns, width;
 };
 
-static struct sample take_sample(const struct tsc__calib_clock *c)
+/*
+ * The reference clock's real quantum, which clock_getres() need not say:
+ * it says 1 ns for an HPET that ticks in 70, an ACPI PM timer in 279.  The
+ * smallest step between back-to-back reads is never below it, and where a
+ * read costs more than a tick, it is the read's cost: an error bar too
+ * wide, never too narrow.
+ */
+static uint64_t measure_quantum(const struct tsc__calib_clock *c)
+{
+	uint64_t prev = c->ns(c->ctx), q = 0;
+
+	for (int i = 0; i < QUANTUM_READS; i++) {
+		uint64_t now = c->ns(c->ctx);
+
+		if (now > prev && (!q || now - prev < q))
+			q = now - prev;
+		prev = now;
+	}
+	return q;
+}
+
+/*
+ * The tightest of a few brackets; false if none was valid (the TSC did
+ * not advance across the clock read) or, with cpu >= 0, if the sample was
+ * taken elsewhere.  *last_ns: the reference's last reading, valid or not.
+ */
+static bool take_sample(const struct tsc__calib_clock *c, int cpu,
+			struct sample *out, uint64_t *last_ns)
 {
 	struct sample best = { .width = UINT64_MAX };
 
@@ -78,40 +113,62 @@ static struct sample take_sample(const struct tsc__calib_clock *c)
 		uint64_t ns = c->ns(c->ctx);
 		uint64_t b = c->ticks(c->ctx);
 
+		*last_ns = ns;
 		if (b >= a && b - a < best.width)
 			best = (struct sample){ a + (b - a) / 2, ns, b - a };
 	}
-	return best;
+	if (best.width == UINT64_MAX)
+		return false;
+	if (cpu >= 0 && c->cpu && c->cpu(c->ctx) != cpu)
+		return false;
+	*out = best;
+	return true;
 }
 
 int tsc__calibrate(struct tsc_freq *f, const struct tsc__calib_clock *c,
 		   double target_ppm, uint64_t max_ns)
 {
-	struct sample first = take_sample(c), s = first;
-	uint64_t min_width = first.width, rejected = 0;
+	struct sample first, s, t;
+	uint64_t min_width, rejected = 0, invalid = 0, now_ns;
 	uint64_t res = c->res_ns ? c->res_ns : 1;
 	long double slope, rel_err = INFINITY;
 	struct fit fit = { 0 };
+	int cpu = c->cpu ? c->cpu(c->ctx) : -1;
 	uint32_t i;
 	int err;
 
+	if (!c->res_exact) {
+		uint64_t quantum = measure_quantum(c);
+
+		if (quantum > res)
+			res = quantum;
+	}
+	for (i = 0; !take_sample(c, cpu, &first, &now_ns); i++)
+		if (i == MIN_SAMPLES)
+			return tsc__fail(-EAGAIN, "calibration: the TSC does not advance across a clock read");
+	s = first;
+	min_width = first.width;
+
 	/*
 	 * Until the reference clock says max_ns passed, or the TSC says more
-	 * than that passed even at 20 GHz: then the reference is stuck.
+	 * than that passed even at 20 GHz: then the reference is stuck.  s is
+	 * the last sample taken into the fit: the span ends there.
 	 */
-	for (i = 0; i < MAX_SAMPLES && s.ns - first.ns < max_ns &&
+	for (i = 0; i < MAX_SAMPLES && now_ns - first.ns < max_ns &&
 	     s.mid - first.mid <= max_ns / 1000000000 * TSC_MAX_HZ +
 				  max_ns % 1000000000 * (TSC_MAX_HZ / 1000000000); i++) {
-		s = take_sample(c);
-		if (s.width == UINT64_MAX)
+		if (!take_sample(c, cpu, &t, &now_ns)) {
+			invalid++;
 			continue;
-		if (s.width < min_width)
-			min_width = s.width;
+		}
+		if (t.width < min_width)
+			min_width = t.width;
 		/* Twice the narrowest, and some slack for a coarse TSC. */
-		if (s.width > 2 * min_width + 16) {
+		if (t.width > 2 * min_width + 16) {
 			rejected++;
 			continue;
 		}
+		s = t;
 		fit_add(&fit, (long double)(s.mid - first.mid),
 			(long double)(s.ns - first.ns));
 		if (fit.n >= MIN_SAMPLES && (uint64_t)fit.n % CHECK_EVERY == 0) {
@@ -133,10 +190,12 @@ int tsc__calibrate(struct tsc_freq *f, const struct tsc__calib_clock *c,
 			    (uint64_t)llroundl(1e12L / slope), 1000, (double)(1e6 * rel_err));
 	if (err)
 		return err;
+	/* Short: detail has room for the sources skipped too. */
 	snprintf(f->detail, sizeof(f->detail),
-		 "calibration against CLOCK_MONOTONIC_RAW: %.1f ms, %.0Lf samples (%llu rejected), brackets >= %llu ticks",
+		 "CLOCK_MONOTONIC_RAW over %.1f ms, %.0Lf samples (%llu wide, %llu invalid), brackets >= %llu ticks, steps <= %llu ns",
 		 (double)(s.ns - first.ns) / 1e6, fit.n,
-		 (unsigned long long)rejected, (unsigned long long)min_width);
+		 (unsigned long long)rejected, (unsigned long long)invalid,
+		 (unsigned long long)min_width, (unsigned long long)res);
 	return 0;
 }
 
@@ -155,18 +214,44 @@ static uint64_t raw_ns(void *ctx)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static int this_cpu(void *ctx)
+{
+	(void)ctx;
+	return sched_getcpu();
+}
+
 int tsc_freq_calibrate(struct tsc_freq *f, double target_ppm,
 		       unsigned int max_ms)
 {
-	struct tsc__calib_clock real = { .ticks = ordered_ticks, .ns = raw_ns };
+	struct tsc__calib_clock real = { .ticks = ordered_ticks, .ns = raw_ns,
+					 .cpu = this_cpu };
+	char cs[32];
+	cpu_set_t old, one;
 	struct timespec res;
+	bool pinned = false;
+	int cpu, err;
 
 	tsc__clear_error();
 	if (!clock_getres(CLOCK_MONOTONIC_RAW, &res))
 		real.res_ns = (uint64_t)res.tv_sec * 1000000000u + (uint64_t)res.tv_nsec;
+	/* On the TSC, the clock is the TSC scaled: it ticks in clock_getres(). */
+	tsc__clocksource(NULL, cs, sizeof(cs));
+	real.res_exact = !strcmp(cs, "tsc");
+	tsc__clear_error();
 	if (!(target_ppm >= 0) || max_ms > 60000)
 		return tsc__fail(-EINVAL, "calibration: target %g ppm or %u ms out of range",
 				 target_ppm, max_ms);
-	return tsc__calibrate(f, &real, target_ppm ? target_ppm : 0.1,
-			      (uint64_t)(max_ms ? max_ms : 1000) * 1000000);
+	/* Best effort: where it fails, the samples from elsewhere are dropped. */
+	cpu = sched_getcpu();
+	if (cpu >= 0 && cpu < CPU_SETSIZE && !sched_getaffinity(0, sizeof(old), &old)) {
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		pinned = !sched_setaffinity(0, sizeof(one), &one);
+	}
+	err = tsc__calibrate(f, &real, target_ppm ? target_ppm : 0.1,
+			     (uint64_t)(max_ms ? max_ms : 1000) * 1000000);
+	if (pinned && sched_setaffinity(0, sizeof(old), &old) && !err)
+		err = tsc__fail(-errno, "calibration: the thread stays pinned to cpu%d: %s",
+				cpu, strerror(errno));
+	return err;
 }

@@ -49,6 +49,8 @@ int tsc__read_value(const char *root, const char *rel, char *path, size_t path_s
 		    char *buf, size_t size, size_t *len);
 int tsc__read_u64(const char *root, const char *rel, uint64_t *v);
 int tsc__read_s64(const char *root, const char *rel, int64_t *v);
+/* The kernel's current clocksource ("tsc", "hpet"...), "" if unreadable. */
+void tsc__clocksource(const char *root, char *out, size_t size);
 
 /* Parsers, pure: the fuzz targets call them with any bytes. */
 int tsc__parse_u64(const char *buf, size_t len, uint64_t *val);
@@ -97,6 +99,8 @@ struct tsc__calib_clock {
 	uint64_t (*ticks)(void *ctx);	/* ordered TSC read */
 	uint64_t (*ns)(void *ctx);	/* the reference clock, ns */
 	uint64_t res_ns;		/* its resolution (clock_getres) */
+	bool res_exact;			/* res_ns is its quantum: do not measure */
+	int (*cpu)(void *ctx);		/* the CPU it runs on; NULL: one CPU */
 	void *ctx;
 };
 

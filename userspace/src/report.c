@@ -282,8 +282,7 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 		r->cpus[i].cpu = (int)i;
 
 	cpu_features(r);
-	read_word(o.sysfs_root, "/devices/system/clocksource/clocksource0/current_clocksource",
-		  r->clocksource, sizeof(r->clocksource));
+	tsc__clocksource(o.sysfs_root, r->clocksource, sizeof(r->clocksource));
 	err = tsc__read_u64(o.sysfs_root, CPU_DIR "/tsc/unstable", &unstable);
 	if (!err && unstable <= 1)
 		r->kernel_unstable = (int)unstable;

@@ -177,3 +177,16 @@ int tsc__read_s64(const char *root, const char *rel, int64_t *v)
 		tsc__fail(err, "%s: %s", path, tsc_last_error());
 	return err;
 }
+
+void tsc__clocksource(const char *root, char *out, size_t size)
+{
+	char path[4096], buf[64];
+	size_t len;
+
+	out[0] = '\0';
+	if (tsc__read_value(root, "/devices/system/clocksource/clocksource0/current_clocksource",
+			    path, sizeof(path), buf, sizeof(buf), &len))
+		return;
+	buf[strcspn(buf, "\n")] = '\0';
+	snprintf(out, size, "%s", buf);
+}
