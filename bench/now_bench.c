@@ -24,6 +24,15 @@ static inline uint64_t rdtscp(void)
 	return ((uint64_t)hi << 32) | lo;
 }
 
+/* The end stamp Intel's guide gives, for comparison with tsc_now_ordered(). */
+static inline uint64_t rdtscp_lfence(void)
+{
+	uint32_t lo, hi, aux;
+
+	__asm__ __volatile__("rdtscp; lfence" : "=a"(lo), "=d"(hi), "=c"(aux) : : "memory");
+	return ((uint64_t)hi << 32) | lo;
+}
+
 static uint64_t ns_now(void)
 {
 	struct timespec ts;
@@ -49,6 +58,9 @@ LOOP(loop_rdtscp, rdtscp())
 LOOP(loop_now, tsc_now(&clk))
 LOOP(loop_now_ordered, tsc_now_ordered(&clk))
 LOOP(loop_clock_gettime, ns_now())
+LOOP(loop_rdtsc_start, tsc_rdtsc_start())
+LOOP(loop_now_start, tsc_now_start(&clk))
+LOOP(loop_rdtscp_lfence, rdtscp_lfence())
 
 static const struct variant {
 	const char *name;
@@ -60,6 +72,9 @@ static const struct variant {
 	{ "tsc_now", loop_now },
 	{ "tsc_now_ordered", loop_now_ordered },
 	{ "clock_gettime(MONOTONIC)", loop_clock_gettime },
+	{ "lfence;rdtsc;lfence", loop_rdtsc_start },
+	{ "tsc_now_start", loop_now_start },
+	{ "rdtscp;lfence", loop_rdtscp_lfence },
 };
 #define NV (sizeof(variants) / sizeof(variants[0]))
 
@@ -106,5 +121,12 @@ int main(int argc, char **argv)
 	printf("  tsc_now_ordered / lfence;rdtsc   %.3fx\n", median[4] / median[1]);
 	printf("  tsc_now_ordered / rdtscp         %.3fx\n", median[4] / median[2]);
 	printf("  tsc_now_ordered / clock_gettime  %.3fx\n", median[4] / median[5]);
+	printf("timed-section stamps: start tsc_now_start, end tsc_now_ordered\n");
+	printf("  tsc_now_start / lfence;rdtsc;lfence  %.3fx\n", median[7] / median[6]);
+	printf("  tsc_now_start / rdtsc                %.3fx\n", median[7] / median[0]);
+	printf("  tsc_now_ordered / rdtscp;lfence      %.3fx  (the end stamp Intel's guide gives)\n",
+	       median[4] / median[8]);
+	printf("  start + end / clock_gettime          %.3fx  (one timed section)\n",
+	       (median[7] + median[4]) / median[5]);
 	return 0;
 }

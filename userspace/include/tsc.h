@@ -222,10 +222,27 @@ static inline uint64_t tsc_rdtsc_ordered(void)
 }
 
 /*
- * CLOCK_MONOTONIC in ns, from the TSC.  tsc_now() is the fastest: the CPU
- * may read the TSC before earlier instructions finish, so use it to stamp
- * events, not to time a few instructions.  tsc_now_ordered() reads it only
- * after everything before it, for the start and end of a measured section.
+ * The TSC after every earlier instruction has completed, and before any
+ * later one starts: lfence on both sides.  The start of a timed section:
+ * tsc_rdtsc_ordered() alone lets the section's first instructions run
+ * before its read, which suits the end of a section, not its start.
+ */
+static inline uint64_t tsc_rdtsc_start(void)
+{
+	uint64_t t;
+
+	__asm__ __volatile__("lfence; rdtsc; lfence; shl $32, %%rdx; or %%rdx, %%rax"
+			     : "=a"(t) : : "rdx", "memory");
+	return t;
+}
+
+/*
+ * The clock, in ns, from the TSC, at the rate of the TSC since the anchor
+ * (tsc_clock_init(3)).  tsc_now() is the fastest: the CPU may read the TSC
+ * before earlier instructions finish, so use it to stamp events, not to
+ * time a few instructions.  For a timed section, tsc_now_start() at its
+ * start and tsc_now_ordered() at its end: the first reads the TSC before
+ * anything after it, the second after everything before it.
  */
 /* The CLOCK_MONOTONIC time at which the TSC read 'ticks'. */
 static inline uint64_t tsc_clock_ns(const struct tsc_clock *clk, uint64_t ticks)
@@ -253,6 +270,13 @@ static inline uint64_t tsc_now_ordered(const struct tsc_clock *clk)
 	if (__builtin_expect(clk->conv.ns_int != 0, 0))
 		return tsc_clock_ns(clk, tsc_rdtsc_ordered());
 	return tsc_mul_frac(tsc_rdtsc_ordered(), clk->conv.ns_frac) - clk->mono_off;
+}
+
+static inline uint64_t tsc_now_start(const struct tsc_clock *clk)
+{
+	if (__builtin_expect(clk->conv.ns_int != 0, 0))
+		return tsc_clock_ns(clk, tsc_rdtsc_start());
+	return tsc_mul_frac(tsc_rdtsc_start(), clk->conv.ns_frac) - clk->mono_off;
 }
 
 /*

@@ -74,14 +74,19 @@ TEST_F(clock, follows_the_system_clocks)
 TEST_F(clock, never_backwards_in_a_thread)
 {
 	uint64_t last = tsc_now(&clk), last_o = tsc_now_ordered(&clk);
+	uint64_t last_s = tsc_now_start(&clk);
 
 	for (int i = 0; i < 1000000; i++) {
 		uint64_t now = tsc_now(&clk), now_o = tsc_now_ordered(&clk);
+		uint64_t now_s = tsc_now_start(&clk);
 
 		ASSERT_LE(last, now);
 		ASSERT_LE(last_o, now_o);
+		ASSERT_LE(last_s, now_s);
+		ASSERT_LE(now_o, now_s);
 		last = now;
 		last_o = now_o;
+		last_s = now_s;
 	}
 }
 
@@ -152,10 +157,13 @@ static void readings_match_the_definition(struct __test_metadata *_metadata,
 	EXPECT_EQ(khz < 1000000 ? 1u : 0u, c.conv.ns_int);
 	for (int i = 0; i < 1000; i++) {
 		uint64_t t0 = tsc_rdtsc_ordered();
+		uint64_t start = tsc_now_start(&c);
 		uint64_t now = tsc_now(&c), ordered = tsc_now_ordered(&c);
 		uint64_t real = tsc_now_realtime(&c);
 		uint64_t t1 = tsc_rdtsc_ordered();
 
+		ASSERT_LE(tsc_clock_ns(&c, t0), start);
+		ASSERT_GE(ordered, start);
 		ASSERT_LE(tsc_clock_ns(&c, t0), ordered);
 		ASSERT_GE(tsc_clock_ns(&c, t1), ordered);
 		ASSERT_LE(tsc_clock_ns(&c, t0) - 1000, now);
