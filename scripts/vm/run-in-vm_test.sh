@@ -1,0 +1,70 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# run-in-vm.sh's judgement of a guest's death, against a fake qemu:
+# each case scripts what the console prints and how qemu exits, boot by
+# boot.  An int3 in the kernel's own text (the emulator's race with live
+# text patching) boots the guest again, before the command or during it;
+# an int3 with a frame of the module fails; a guest that stopped before
+# the command for another reason boots again, its trouble still judged.
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=selftests/ktap.sh
+. "$here/../../selftests/ktap.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+kernels=(/boot/vmlinuz-*)
+[ -e "${kernels[0]}" ] || ktap_skip_all "no kernel in /boot to name"
+kernel=${kernels[0]#/boot/vmlinuz-}
+
+int3='[    1.49] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[    1.49] RIP: 0010:sched_clock_cpu+0x9/0x190
+[    1.50] Kernel panic - not syncing: Fatal exception in interrupt'
+ours='[    5.00] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[    5.00]  pp_target+0x10/0x90 [tsc_freq_khz]
+[    5.01] Kernel panic - not syncing: Fatal exception'
+started='vmrun: starting command (guest uptime 2.32s)'
+passed='vmrun: command exited with status 0'
+
+# boot N prints $tmp/out.N and exits with $tmp/rc.N.
+mkdir "$tmp/bin"
+cat > "$tmp/bin/qemu-system-x86_64" <<EOS
+#!/bin/bash
+n=\$((\$(cat $tmp/boots) + 1)); echo \$n > $tmp/boots
+cat $tmp/out.\$n
+exit \$(cat $tmp/rc.\$n)
+EOS
+chmod +x "$tmp/bin/qemu-system-x86_64"
+
+# run BOOT1_OUT BOOT1_RC [BOOT2_OUT BOOT2_RC]: run-in-vm's status in $st.
+run() {
+	rm -f "$tmp"/out.* "$tmp"/rc.* "$tmp"/log*
+	echo 0 > "$tmp/boots"
+	printf '%s\n' "$1" > "$tmp/out.1"; echo "$2" > "$tmp/rc.1"
+	printf '%s\n' "${3:-}" > "$tmp/out.2"; echo "${4:-0}" > "$tmp/rc.2"
+	PATH=$tmp/bin:$PATH "$here/run-in-vm.sh" --kernel "$kernel" --log "$tmp/log" -- true \
+		> "$tmp/stdout" 2>&1
+	st=$?
+	boots=$(cat "$tmp/boots")
+}
+
+ktap_plan 4
+run "$int3" 0 "$started
+$passed" 1
+ktap_check "an int3 of the kernel's before the command: booted again, passes" \
+	test "$st $boots" = "0 2" -a -e "$tmp/log.int3"
+run "$started
+$int3" 0 "$started
+$passed" 1
+ktap_check "an int3 of the kernel's during the command: booted again, passes" \
+	test "$st $boots" = "0 2" -a -e "$tmp/log.int3"
+run "$started
+$ours" 0 "$started
+$passed" 1
+ktap_check "an int3 with a frame of the module fails, not run again" \
+	test "$st" -ne 0 -a "$boots" = 1
+run "[    0.50] BUG: something else" 0 "$started
+$passed" 1
+ktap_check "another death before the command: booted again, and its trouble still fails" \
+	test "$st" -ne 0 -a "$boots" = 2
+ktap_finish
