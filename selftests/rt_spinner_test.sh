@@ -128,6 +128,14 @@ timed() {
 	took=$(($(ms_now) - t0))
 }
 reason() { cat $cpu/cpu1/tsc/unmeasured_reason 2>&1; }
+# Wait, polling up to $1 times, until the module's queued work holds it.
+held_by_its_work() {
+	for _ in $(seq "$1"); do
+		[ "$(cat /sys/module/tsc_freq_khz/refcnt)" -gt 0 ] && return 0
+		sleep 0.02
+	done
+	return 1
+}
 
 ktap_plan 21
 # This shell and all it starts stay on cpu0: a task of ours caught on a
@@ -202,10 +210,7 @@ ktap_check "cpu1 is judged within the bound" test "$(reason)" != pending
 # part 2.
 sh -c "echo 1 > $cpu/tsc/remeasure" 2> /dev/null &
 rpid=$!
-for _ in $(seq 100); do
-	[ "$(cat /sys/module/tsc_freq_khz/refcnt)" -gt 0 ] && break
-	sleep 0.02
-done
+held_by_its_work 100
 timed rmmod tsc_freq_khz 2> "$tmp/rmmod"
 echo "# rmmod during a measurement: exit $st, $took ms: $(cat "$tmp/rmmod")"
 ktap_check "rmmod during a measurement returns within the bound" test $took -le $bound_ms
@@ -247,10 +252,7 @@ rpid=$!
 # started long before this and waits for its turn.  Both hold the module
 # now: an rmmod must be refused, not let in to wait for cpu2's work, which
 # the spinner is about to starve for good.
-for _ in $(seq 50); do
-	[ "$(cat /sys/module/tsc_freq_khz/refcnt)" -gt 0 ] && break
-	sleep 0.02
-done
+held_by_its_work 50
 timed rmmod tsc_freq_khz 2> "$tmp/rmmod"
 echo "# rmmod while cpu1's work waits to start (refcnt $(cat /sys/module/tsc_freq_khz/refcnt 2>&1)): exit $st, $took ms: $(cat "$tmp/rmmod")"
 refused_early=$([ $st -ne 0 ] && [ -d /sys/module/tsc_freq_khz ] && echo 1)
