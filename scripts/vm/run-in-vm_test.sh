@@ -6,7 +6,8 @@
 # boot.  An int3 in the kernel's own text (the emulator's race with live
 # text patching) boots the guest again, before the command or during it;
 # an int3 with a frame of the module fails; a guest that stopped before
-# the command for another reason boots again, its trouble still judged.
+# the command for another reason boots again, its trouble still judged;
+# a guest hung in its boot is stopped at the boot timeout and booted again.
 
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=selftests/ktap.sh
@@ -26,13 +27,16 @@ ours='[    5.00] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
 started='vmrun: starting command (guest uptime 2.32s)'
 passed='vmrun: command exited with status 0'
 
-# boot N prints $tmp/out.N and exits with $tmp/rc.N.
+# boot N prints $tmp/out.N and exits with $tmp/rc.N; rc "hang" never exits.
 mkdir "$tmp/bin"
 cat > "$tmp/bin/qemu-system-x86_64" <<EOS
 #!/bin/bash
 n=\$((\$(cat $tmp/boots) + 1)); echo \$n > $tmp/boots
+while ((\$#)); do [[ \$1 == -pidfile ]] && echo \$\$ > "\$2"; shift; done
 cat $tmp/out.\$n
-exit \$(cat $tmp/rc.\$n)
+rc=\$(cat $tmp/rc.\$n)
+[[ \$rc == hang ]] && exec sleep 60
+exit \$rc
 EOS
 chmod +x "$tmp/bin/qemu-system-x86_64"
 
@@ -42,13 +46,14 @@ run() {
 	echo 0 > "$tmp/boots"
 	printf '%s\n' "$1" > "$tmp/out.1"; echo "$2" > "$tmp/rc.1"
 	printf '%s\n' "${3:-}" > "$tmp/out.2"; echo "${4:-0}" > "$tmp/rc.2"
-	PATH=$tmp/bin:$PATH "$here/run-in-vm.sh" --kernel "$kernel" --log "$tmp/log" -- true \
+	PATH=$tmp/bin:$PATH "$here/run-in-vm.sh" --kernel "$kernel" --log "$tmp/log" \
+		--boot-timeout 3 -- true \
 		> "$tmp/stdout" 2>&1
 	st=$?
 	boots=$(cat "$tmp/boots")
 }
 
-ktap_plan 4
+ktap_plan 6
 run "$int3" 0 "$started
 $passed" 1
 ktap_check "an int3 of the kernel's before the command: booted again, passes" \
@@ -67,4 +72,11 @@ run "[    0.50] BUG: something else" 0 "$started
 $passed" 1
 ktap_check "another death before the command: booted again, and its trouble still fails" \
 	test "$st" -ne 0 -a "$boots" = 2
+run "[    1.17] secondary_startup_64_no_verify+0xe5/0xeb" hang "$started
+$passed" 1
+ktap_check "a guest hung before the command: stopped at the boot timeout, booted again, passes" \
+	test "$st $boots" = "0 2" -a -e "$tmp/log.hung"
+run "" hang "" hang
+ktap_check "a guest hung before the command twice: a timeout" \
+	test "$st $boots" = "124 2"
 ktap_finish
