@@ -103,6 +103,7 @@ check-all:
 	$(MAKE) lib-check
 	$(MAKE) lib-lint
 	$(MAKE) lib-coverage
+	$(MAKE) lib-abi
 	$(MAKE) bench-smoke
 	$(MAKE) vm-check
 	@# Top-level results; and the subtests the guests' tests skipped, which

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tsc.h"
+#include "libtsc.h"
 
 static int cmp(const void *a, const void *b)
 {

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "tsc.h"
+#include "libtsc.h"
 
-static struct tsc_clock clk;
+static TSC_CLOCK(clk);
 
 static inline uint64_t rdtscp(void)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tsc.h"
+#include "libtsc.h"
 
 static int cmp(const void *a, const void *b)
 {

@@ -42,10 +42,14 @@ lib-coverage: linux-source
 	$(MAKE) -C userspace coverage OUT=$(BUILD)/userspace \
 		KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests
 
+# The ABI against the committed 1.0 baseline (userspace/abi/): a break fails.
+lib-abi:
+	$(MAKE) -C userspace abi-check OUT=$(BUILD)/userspace
+
 bench-smoke: lib
 	$(MAKE) -C bench smoke OUT=$(BUILD)/bench LIBTSC=$(BUILD)/userspace
 
 fuzz:
 	$(MAKE) -C userspace fuzz OUT=$(BUILD)/userspace
 
-.PHONY: lib lib-check lib-lint lib-coverage bench bench-smoke fuzz
+.PHONY: lib lib-check lib-lint lib-coverage lib-abi bench bench-smoke fuzz

@@ -18,7 +18,7 @@ install-check:
 	@# libtsc staged the same way, then used as a packager's user would.
 	$(MAKE) -s -C userspace install OUT=$(BUILD)/userspace PREFIX=/usr \
 		DESTDIR=$(BUILD)/install/root
-	printf '#include <tsc.h>\nint main(void) { return tsc_source_name(TSC_SOURCE_SYSFS)[0] != 0x73; }\n' \
+	printf '#include <tsc.h>\n#include <libtsc.h>\nint main(void) { return tsc_source_name(TSC_SOURCE_SYSFS)[0] != 0x73; }\n' \
 		> $(BUILD)/install/use.c
 	PKG_CONFIG_SYSROOT_DIR=$(BUILD)/install/root \
 	PKG_CONFIG_LIBDIR=$(BUILD)/install/root/usr/lib/pkgconfig \
@@ -26,7 +26,7 @@ install-check:
 		sh -c 'cc $(BUILD)/install/use.c $$(pkg-config --cflags --libs libtsc) \
 			-Wl,-rpath,$(BUILD)/install/root/usr/lib -o $(BUILD)/install/use'
 	$(BUILD)/install/use
-	ls $(BUILD)/install/root/usr/share/man/man3/tsc_now.3 $(BUILD)/install/root/usr/lib/libtsc.so.0 \
+	ls $(BUILD)/install/root/usr/share/man/man3/tsc_now.3 $(BUILD)/install/root/usr/lib/libtsc.so.1 \
 		$(BUILD)/install/root/usr/bin/tsc-report $(BUILD)/install/root/usr/share/tsc/tsc-report.schema.json \
 		$(BUILD)/install/root/usr/share/man/man1/tsc-report.1
 
@@ -53,7 +53,7 @@ dkms-check:
 	$(DKMS) status -m tsc-freq-khz
 
 # The Debian packages (packaging/debian/, debhelper and dh_dkms) in
-# build/deb: tsc-freq-khz-dkms, libtsc0, libtsc-dev and tsc-tools, with the
+# build/deb: tsc-freq-khz-dkms, libtsc1, libtsc-dev and tsc-tools, with the
 # source package; lintian (any error or warning fails), their fields,
 # files, maintainer scripts, the library's ABI and the systemd units checked.
 deb:

@@ -12,7 +12,7 @@
 
 #include "kselftest_harness.h"
 #include "tscfk_test.h"
-#include "tsc.h"
+#include "libtsc.h"
 
 /*
  * A calibration against CLOCK_MONOTONIC_RAW agrees with the kernel's kHz

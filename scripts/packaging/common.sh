@@ -19,7 +19,7 @@ module=$(sed -n 's/^BUILT_MODULE_NAME\[0\]="\(.*\)"/\1/p' "$conf")
 
 # The binary packages of packaging/debian/control, and where each .deb is
 # in the directory $out (the caller's).
-deb_packages=("$pkg_name-dkms" libtsc0 libtsc-dev tsc-tools)
+deb_packages=("$pkg_name-dkms" libtsc1 libtsc-dev tsc-tools)
 deb_file() {
 	local a=all
 	[[ $1 == *-dkms ]] || a=$(dpkg --print-architecture)

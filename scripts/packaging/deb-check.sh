@@ -10,7 +10,7 @@
 #
 # The packages, from one source package (packaging/debian/):
 #   tsc-freq-khz-dkms  the module's sources, built on the target by DKMS
-#   libtsc0            the shared library (SONAME libtsc.so.0)
+#   libtsc1            the shared library (SONAME libtsc.so.1)
 #   libtsc-dev         header, static library, .pc, section 3 and 7 pages
 #   tsc-tools          the four tools, their pages and JSON schemas, and a
 #                      disabled systemd timer for node_exporter
@@ -34,7 +34,7 @@
 #            none)
 #   inspect  control fields, the files of each package, the DKMS sources
 #            byte for byte, maintainer scripts, the library's SONAME and
-#            exports against libtsc0.symbols, the tools linked with it,
+#            exports against libtsc1.symbols, the tools linked with it,
 #            the systemd units (systemd-analyze verify)
 #   dkms     the packaged sources through dkms add, build, install with
 #            private trees, as the Makefile's dkms-check does, for the
@@ -239,31 +239,32 @@ api_symbols() {
 }
 
 inspect_lib() {
-	local l=/usr/lib/$triplet so v x=$out/extract/libtsc0
-	expect_files libtsc0 "$l/libtsc.so.0
+	local l=/usr/lib/$triplet so v x=$out/extract/libtsc1
+	expect_files libtsc1 "$l/libtsc.so.1
 $l/libtsc.so.$lib_version
-/usr/share/doc/libtsc0/changelog.gz
-/usr/share/doc/libtsc0/copyright"
+/usr/share/doc/libtsc1/changelog.gz
+/usr/share/doc/libtsc1/copyright"
 	so=$x$l/libtsc.so.$lib_version
 	v=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-	[[ $v == libtsc.so.0 ]] || fail "libtsc0: SONAME '$v', not libtsc.so.0"
-	[[ $(readlink "$x$l/libtsc.so.0") == "libtsc.so.$lib_version" ]] ||
-		fail "libtsc0: libtsc.so.0 does not point to libtsc.so.$lib_version"
+	[[ $v == libtsc.so.1 ]] || fail "libtsc1: SONAME '$v', not libtsc.so.1"
+	[[ $(readlink "$x$l/libtsc.so.1") == "libtsc.so.$lib_version" ]] ||
+		fail "libtsc1: libtsc.so.1 does not point to libtsc.so.$lib_version"
 	# Exactly the API is exported, each under the version node, and the
 	# symbols file says so (dpkg-gensymbols -c4 made sure of the latter).
 	v=$(readelf --dyn-syms -W "$so" | awk '$5 == "GLOBAL" && $7 != "UND" { print $8 }' |
-		sed 's/@@LIBTSC_0.1$//' | grep -v '^LIBTSC_0.1$' | sort)
-	[[ $v == "$(api_symbols)" ]] || fail "libtsc0 exports '${v//$'\n'/ }', libtsc.map '$(api_symbols | tr '\n' ' ')'"
-	grep -q '^libtsc.so.0 libtsc0 #MINVER#' "$out/control/libtsc0/symbols" ||
-		fail "libtsc0: no symbols file for libtsc.so.0"
-	[[ $(grep -c '@LIBTSC_0.1 ' "$out/control/libtsc0/symbols") -eq $(($(api_symbols | wc -l) + 1)) ]] ||
-		fail "libtsc0: the symbols file does not list every API symbol and the version node"
-	[[ -e $out/control/libtsc0/triggers ]] || fail "libtsc0: no ldconfig trigger"
-	v=$(field libtsc0 Depends)
-	[[ $v == *libc6* ]] || fail "libtsc0: Depends '$v' lacks libc6"
-	echo "  libtsc0: SONAME libtsc.so.0, exports the $(api_symbols | wc -l) functions of libtsc.map, symbols file, Depends $v"
+		sed 's/@@LIBTSC_1.0$//' | grep -v '^LIBTSC_1.0$' | sort)
+	[[ $v == "$(api_symbols)" ]] || fail "libtsc1 exports '${v//$'\n'/ }', libtsc.map '$(api_symbols | tr '\n' ' ')'"
+	grep -q '^libtsc.so.1 libtsc1 #MINVER#' "$out/control/libtsc1/symbols" ||
+		fail "libtsc1: no symbols file for libtsc.so.1"
+	[[ $(grep -c '@LIBTSC_1.0 ' "$out/control/libtsc1/symbols") -eq $(($(api_symbols | wc -l) + 1)) ]] ||
+		fail "libtsc1: the symbols file does not list every API symbol and the version node"
+	[[ -e $out/control/libtsc1/triggers ]] || fail "libtsc1: no ldconfig trigger"
+	v=$(field libtsc1 Depends)
+	[[ $v == *libc6* ]] || fail "libtsc1: Depends '$v' lacks libc6"
+	echo "  libtsc1: SONAME libtsc.so.1, exports the $(api_symbols | wc -l) functions of libtsc.map, symbols file, Depends $v"
 
-	expect_files libtsc-dev "/usr/include/tsc.h
+	expect_files libtsc-dev "/usr/include/libtsc.h
+/usr/include/tsc.h
 $l/libtsc.a
 $l/libtsc.so
 $l/pkgconfig/libtsc.pc
@@ -271,13 +272,15 @@ $(cd "$top/userspace/man" && printf '/usr/share/man/man3/%s.gz\n' *.3 && printf 
 /usr/share/doc/libtsc-dev/changelog.gz
 /usr/share/doc/libtsc-dev/copyright"
 	x=$out/extract/libtsc-dev
-	cmp -s "$top/userspace/include/tsc.h" "$x/usr/include/tsc.h" || fail "libtsc-dev: tsc.h is not the tree's"
-	[[ $(readlink "$x$l/libtsc.so") == libtsc.so.0 ]] || fail "libtsc-dev: libtsc.so does not point to libtsc.so.0"
+	for h in libtsc.h tsc.h; do
+		cmp -s "$top/userspace/include/$h" "$x/usr/include/$h" || fail "libtsc-dev: $h is not the tree's"
+	done
+	[[ $(readlink "$x$l/libtsc.so") == libtsc.so.1 ]] || fail "libtsc-dev: libtsc.so does not point to libtsc.so.1"
 	grep -qx "libdir=$l" "$x$l/pkgconfig/libtsc.pc" || fail "libtsc-dev: libtsc.pc's libdir is not $l"
 	grep -qx "Version: $lib_version" "$x$l/pkgconfig/libtsc.pc" || fail "libtsc-dev: libtsc.pc's Version"
 	v=$(field libtsc-dev Depends)
-	[[ $v == *"libtsc0 (= $pkg_version)"* ]] || fail "libtsc-dev: Depends '$v' lacks libtsc0 (= $pkg_version)"
-	echo "  libtsc-dev: tsc.h, libtsc.a, libtsc.so, libtsc.pc (libdir $l), $(find "$top/userspace/man" -name '*.[37]' | wc -l) manual pages; Depends $v"
+	[[ $v == *"libtsc1 (= $pkg_version)"* ]] || fail "libtsc-dev: Depends '$v' lacks libtsc1 (= $pkg_version)"
+	echo "  libtsc-dev: libtsc.h (and tsc.h), libtsc.a, libtsc.so, libtsc.pc (libdir $l), $(find "$top/userspace/man" -name '*.[37]' | wc -l) manual pages; Depends $v"
 }
 
 inspect_tools() {
@@ -290,14 +293,14 @@ $(printf '/usr/share/tsc/%s.schema.json\n' "${tools[@]}")
 /usr/share/doc/tsc-tools/changelog.gz
 /usr/share/doc/tsc-tools/copyright"
 	for t in "${tools[@]}"; do
-		readelf -d "$x/usr/bin/$t" | grep -q 'NEEDED.*\[libtsc.so.0\]' ||
-			fail "tsc-tools: $t is not linked with libtsc.so.0"
+		readelf -d "$x/usr/bin/$t" | grep -q 'NEEDED.*\[libtsc.so.1\]' ||
+			fail "tsc-tools: $t is not linked with libtsc.so.1"
 		cmp -s "$top/userspace/tools/$t.schema.json" "$x/usr/share/tsc/$t.schema.json" ||
 			fail "tsc-tools: $t.schema.json is not the tree's"
 	done
 	v=$(field tsc-tools Depends)
-	[[ $v == *"libtsc0 (>= $pkg_version)"* ]] || fail "tsc-tools: Depends '$v' lacks libtsc0 (>= $pkg_version)"
-	echo "  tsc-tools: ${tools[*]}, each linked with libtsc.so.0, with its page and schema; Depends $v"
+	[[ $v == *"libtsc1 (>= $pkg_version)"* ]] || fail "tsc-tools: Depends '$v' lacks libtsc1 (>= $pkg_version)"
+	echo "  tsc-tools: ${tools[*]}, each linked with libtsc.so.1, with its page and schema; Depends $v"
 
 	# The units as systemd reads them (any complaint fails), the
 	# service's command pointed at the tool as extracted; and the package
@@ -310,7 +313,7 @@ $(printf '/usr/share/tsc/%s.schema.json\n' "${tools[@]}")
 	sed "s|^ExecStart=/usr/bin/|ExecStart=$x/usr/bin/|" "$u/tsc-report-prometheus.service" \
 		> "$out/units/tsc-report-prometheus.service"
 	cp "$u/tsc-report-prometheus.timer" "$out/units/"
-	v=$(cd "$out/units" && SYSTEMD_LOG_COLOR=0 LD_LIBRARY_PATH=$out/extract/libtsc0/usr/lib/$triplet \
+	v=$(cd "$out/units" && SYSTEMD_LOG_COLOR=0 LD_LIBRARY_PATH=$out/extract/libtsc1/usr/lib/$triplet \
 		systemd-analyze verify --man=no tsc-report-prometheus.timer tsc-report-prometheus.service 2>&1) ||
 		fail "systemd-analyze verify: $v"
 	[[ -z $v ]] || fail "systemd-analyze verify: $v"

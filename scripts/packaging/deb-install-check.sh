@@ -17,7 +17,7 @@
 #   dkms     for each kernel the postinst chose: installed in
 #            updates/dkms, the version, signed, found by modprobe
 #   library  a program built against libtsc-dev through pkg-config, once
-#            linked with libtsc.so.0 and once with libtsc.a, runs
+#            linked with libtsc.so.1 and once with libtsc.a, runs
 #   tools    each answers --help; tsc-report --json into RESULTDIR, with
 #            the schema the package installed
 #   service  the timer is neither enabled nor started; the service's own
@@ -234,7 +234,7 @@ check_library() {
 	local v
 	cat > "$work/use.c" <<-'EOF'
 	#include <stdio.h>
-	#include <tsc.h>
+	#include <libtsc.h>
 
 	int main(void)
 	{
@@ -253,11 +253,11 @@ check_library() {
 	cc -std=c11 -Wall -Wextra -Werror "$work/use.c" $(pkg-config --cflags --libs libtsc) -o "$work/use-shared" ||
 		fail "a program built with pkg-config --cflags --libs libtsc does not compile"
 	# (/lib is /usr/lib, usrmerge.)
-	v=$(ldd "$work/use-shared" | awk '$1 == "libtsc.so.0" { print $3 }')
-	[[ $v && $(realpath "$v") == "$(realpath "$(dpkg-query -L libtsc0 | grep '/libtsc.so.0$')")" ]] ||
-		fail "use-shared is linked with '$v', not the installed libtsc.so.0"
+	v=$(ldd "$work/use-shared" | awk '$1 == "libtsc.so.1" { print $3 }')
+	[[ $v && $(realpath "$v") == "$(realpath "$(dpkg-query -L libtsc1 | grep '/libtsc.so.1$')")" ]] ||
+		fail "use-shared is linked with '$v', not the installed libtsc.so.1"
 	v=$("$work/use-shared") || fail "use-shared failed: $v"
-	echo "  linked with $(ldd "$work/use-shared" | awk '$1 == "libtsc.so.0" { print $3 }'): $v"
+	echo "  linked with $(ldd "$work/use-shared" | awk '$1 == "libtsc.so.1" { print $3 }'): $v"
 	# shellcheck disable=SC2046
 	cc -std=c11 "$work/use.c" $(pkg-config --cflags libtsc) -Wl,-Bstatic $(pkg-config --static --libs libtsc) \
 		-Wl,-Bdynamic -o "$work/use-static" || fail "a program linked with libtsc.a does not build"

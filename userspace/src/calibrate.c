@@ -190,8 +190,8 @@ int tsc__calibrate(struct tsc_freq *f, const struct tsc__calib_clock *c,
 			    (uint64_t)llroundl(1e12L / slope), 1000, (double)(1e6 * rel_err));
 	if (err)
 		return err;
-	/* Short: detail has room for the sources skipped too. */
-	snprintf(f->detail, sizeof(f->detail),
+	/* One account: detail has room for the skipped sources' too. */
+	snprintf(f->detail, TSC__REASON_SIZE,
 		 "CLOCK_MONOTONIC_RAW over %.1f ms, %.0Lf samples (%llu wide, %llu invalid), brackets >= %llu ticks, steps <= %llu ns",
 		 (double)(s.ns - first.ns) / 1e6, fit.n,
 		 (unsigned long long)rejected, (unsigned long long)invalid,

@@ -3,6 +3,7 @@
  * A clock on the TSC, anchored to CLOCK_MONOTONIC and CLOCK_REALTIME.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,12 +37,47 @@ static int anchor(clockid_t id, uint64_t *ticks, uint64_t *ns)
 	return 0;
 }
 
+/* The clock's ABI (1.0): what tsc_now() reads in the first cache line. */
+_Static_assert(offsetof(struct tsc_clock, conv) == 0 &&
+	       offsetof(struct tsc_clock, mono_off) == 32 &&
+	       offsetof(struct tsc_clock, real_off) == 40 &&
+	       offsetof(struct tsc_clock, seq) == 48 &&
+	       offsetof(struct tsc_clock, sz) == 64, "struct tsc_clock's 1.0 layout");
+_Static_assert(_Alignof(struct tsc_clock) == 64, "struct tsc_clock starts a cache line");
+/* The smallest clock a caller may pass: 1.0's, which ends with freq. */
+#define CLOCK_SIZE_1_0 (offsetof(struct tsc_clock, freq) + sizeof(struct tsc_freq))
+
+/*
+ * Each clock's offset from the TSC's ns count, and its reading at the
+ * monotonic anchor's TSC reading.  Unsigned wrap-around keeps these right
+ * whatever the magnitudes.
+ */
+static int anchor_at(struct tsc_clock *clk, clockid_t id, uint64_t *off, uint64_t *base)
+{
+	uint64_t ticks = 0, ns = 0;	/* set unless it fails */
+	int err = anchor(id, &ticks, &ns);
+
+	if (err)
+		return err;
+	*off = tsc_ticks_to_ns(&clk->conv, ticks) - ns;
+	if (base)
+		*base = tsc_ticks_to_ns(&clk->conv, clk->base_ticks) - *off;
+	return 0;
+}
+
 int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts)
 {
-	uint64_t real_ticks, real_ns;
+	size_t sz = clk->sz;
+	uint64_t off;
 	int err;
 
-	memset(clk, 0, sizeof(*clk));
+	tsc__clear_error();
+	if (sz < CLOCK_SIZE_1_0)
+		return tsc__fail(-EINVAL, "clk->sz is %zu, less than libtsc 1.0's %zu: declare the clock with TSC_CLOCK()",
+				 sz, CLOCK_SIZE_1_0);
+	/* A later header's clock keeps its own fields past ours. */
+	memset(clk, 0, sz < sizeof(*clk) ? sz : sizeof(*clk));
+	clk->sz = sz;
 	err = tsc_freq_get(&clk->freq, opts);
 	if (err)
 		return err;
@@ -49,19 +85,13 @@ int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts)
 	if (err)
 		return err;
 	err = anchor(CLOCK_MONOTONIC, &clk->base_ticks, &clk->base_mono_ns);
-	if (!err)
-		err = anchor(CLOCK_REALTIME, &real_ticks, &real_ns);
 	if (err)
 		return err;
-	/* Unsigned wrap-around keeps these right whatever the magnitudes. */
 	clk->mono_off = tsc_ticks_to_ns(&clk->conv, clk->base_ticks) - clk->base_mono_ns;
-	/*
-	 * anchor() set both or failed; the analyzer, not seeing into
-	 * error.c, does not know that tsc__fail() never returns 0.
-	 */
-	/* NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage) */
-	clk->real_off = tsc_ticks_to_ns(&clk->conv, real_ticks) - real_ns;
-	/* Realtime as it was at the monotonic anchor's TSC reading. */
-	clk->base_real_ns = tsc_ticks_to_ns(&clk->conv, clk->base_ticks) - clk->real_off;
-	return 0;
+	err = anchor_at(clk, CLOCK_REALTIME, &clk->real_off, &clk->base_real_ns);
+	if (!err)
+		err = anchor_at(clk, CLOCK_MONOTONIC_RAW, &off, &clk->base_raw_ns);
+	if (!err)
+		err = anchor_at(clk, CLOCK_BOOTTIME, &off, &clk->base_boot_ns);
+	return err;
 }

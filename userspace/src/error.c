@@ -9,7 +9,7 @@
 
 #include "internal.h"
 
-static _Thread_local char reason[512];
+static _Thread_local char reason[TSC__REASON_SIZE];
 
 /*
  * The arguments may include tsc_last_error() itself, to wrap a reason in

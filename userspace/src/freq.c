@@ -58,7 +58,7 @@ static int from_source(struct tsc_freq *f, enum tsc_source source,
 	return tsc__fail(-EINVAL, "unknown source %d", (int)source);
 }
 
-/* Append a reason to the list of skipped sources, cutting what overflows. */
+/* Append a reason to the list of skipped sources (it fits: see below). */
 static void note_skipped(char *skipped, size_t size, size_t *used, const char *why)
 {
 	*used += (size_t)snprintf(skipped + *used, size - *used, "%s%s",
@@ -92,18 +92,27 @@ static void compare_base_mhz(struct tsc_freq *f, const struct opts *o)
  * module's value is no better than 1% when the kernel may never have
  * refined it: every other source goes first, and it is the last resort.
  */
+static const enum tsc_source order[] = {
+	TSC_SOURCE_SYSFS, TSC_SOURCE_HYPERVISOR, TSC_SOURCE_CPUID,
+	TSC_SOURCE_CALIBRATION,
+};
+#define NSOURCES (sizeof(order) / sizeof(order[0]))
+
+/*
+ * The winner's account, leaf 0x16's comparison and every other source's
+ * reason, each under TSC__REASON_SIZE with its separator: nothing is cut.
+ */
+_Static_assert(TSC_DETAIL_SIZE >= (NSOURCES + 1) * (TSC__REASON_SIZE + 32),
+	       "struct tsc_freq's detail has room for every source's reason");
+
 static int best_source(struct tsc_freq *f, const struct opts *o)
 {
-	static const enum tsc_source order[] = {
-		TSC_SOURCE_SYSFS, TSC_SOURCE_HYPERVISOR, TSC_SOURCE_CPUID,
-		TSC_SOURCE_CALIBRATION,
-	};
 	char skipped[sizeof(f->detail)] = "";
 	struct tsc_freq doubted = { 0 };
 	size_t used = 0, after_doubted = 0;
 	int err = -ENODATA;
 
-	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+	for (size_t i = 0; i < NSOURCES; i++) {
 		bool doubt;
 
 		err = from_source(f, order[i], o, &doubt);

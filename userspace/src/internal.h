@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tsc.h"
+#include "libtsc.h"
 #include "tsc_offset.h"
 
 /* The frequencies anything here accepts: 1 MHz to 20 GHz. */
@@ -25,6 +25,14 @@
  */
 #define TSC__OPT(o, type, field) \
 	((o)->sz >= offsetof(type, field) + sizeof((o)->field) ? (o)->field : 0)
+
+/*
+ * The most one account in a frequency's detail takes, its NUL included:
+ * a source's own (each writes at most this much) and a skipped source's
+ * reason (tsc_last_error()'s buffer).  freq.c checks that detail has room
+ * for one of each source.
+ */
+#define TSC__REASON_SIZE	512
 
 /* Record why, for tsc_last_error(), and return err (a negative errno). */
 int tsc__fail(int err, const char *fmt, ...)

@@ -68,12 +68,12 @@ int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined)
 		return tsc__fail(err, "%s: %llu kHz is not within 1 MHz..20 GHz", path,
 				 (unsigned long long)khz);
 	/* Long roots are cut: detail is for people, the value is exact. */
-	snprintf(f->detail, sizeof(f->detail), "%.200s: %llu kHz", path,
+	snprintf(f->detail, TSC__REASON_SIZE, "%.200s: %llu kHz", path,
 		 (unsigned long long)khz);
 	*unrefined = maybe_unrefined(root, why, sizeof(why));
 	if (*unrefined) {
 		f->precision_ppm = TSC__UNREFINED_PPM;
-		snprintf(f->detail, sizeof(f->detail),
+		snprintf(f->detail, TSC__REASON_SIZE,
 			 "%.80s: %llu kHz, maybe not refined (%.100s): good to 1%%",
 			 path, (unsigned long long)khz, why);
 	}
@@ -112,7 +112,7 @@ int tsc__freq_from_leaf15(struct tsc_freq *f, const struct tsc__cpuid *l15,
 			    l15->eax, TSC__CRYSTAL_PPM);
 	if (err)
 		return err;
-	snprintf(f->detail, sizeof(f->detail),
+	snprintf(f->detail, TSC__REASON_SIZE,
 		 "cpuid 0x15: eax=%u ebx=%u ecx=%u (a crystal: +-%.0f ppm)",
 		 l15->eax, l15->ebx, l15->ecx, TSC__CRYSTAL_PPM);
 	return 0;
@@ -129,7 +129,7 @@ int tsc__freq_from_leaf40000010(struct tsc_freq *f,
 			    500.0 / leaf->eax * 1e3);
 	if (err)
 		return err;
-	snprintf(f->detail, sizeof(f->detail), "cpuid 0x40000010: %u kHz",
+	snprintf(f->detail, TSC__REASON_SIZE, "cpuid 0x40000010: %u kHz",
 		 leaf->eax);
 	return 0;
 }

@@ -12,7 +12,7 @@
 
 #include "fake_sysfs.h"
 #include "kselftest_harness.h"
-#include "tsc.h"
+#include "libtsc.h"
 
 static uint64_t clock_ns(clockid_t id)
 {
@@ -27,7 +27,7 @@ static int64_t diff(uint64_t a, uint64_t b)
 	return (int64_t)(a - b);
 }
 
-static struct tsc_clock clk;
+static TSC_CLOCK(clk);
 
 FIXTURE(clock) {};
 FIXTURE_SETUP(clock)
@@ -147,7 +147,7 @@ TEST_F(clock, many_threads_at_once)
 static void readings_match_the_definition(struct __test_metadata *_metadata,
 					  uint64_t khz)
 {
-	struct tsc_clock c;
+	TSC_CLOCK(c);
 	char dir[64];
 	TSC_OPTS(o, .source = TSC_SOURCE_SYSFS, .sysfs_root = dir);
 
@@ -190,11 +190,42 @@ TEST(whole_ns_path_just_below_1_ghz)
 
 TEST(init_errors)
 {
-	struct tsc_clock c;
+	TSC_CLOCK(c);
 	TSC_OPTS(o, .source = TSC_SOURCE_SYSFS, .sysfs_root = "/nonexistent");
 
 	EXPECT_EQ(-ENOENT, tsc_clock_init(&c, &o));
 	EXPECT_NE(0, strlen(tsc_last_error()));
+}
+
+/*
+ * The library writes no further than the size the caller's header gave:
+ * a clock of a later, larger header keeps its own fields, and a clock
+ * declared without TSC_CLOCK() is refused rather than overrun.
+ */
+TEST(size_says_what_the_library_may_write)
+{
+	struct {
+		struct tsc_clock clk;
+		uint64_t later[4];	/* a later header's fields */
+	} big = { .clk.sz = sizeof(big), .later = { 1, 2, 3, 4 } };
+	struct tsc_clock none = { 0 };
+	char dir[64];
+	TSC_OPTS(o, .source = TSC_SOURCE_SYSFS, .sysfs_root = dir);
+
+	fake_root(_metadata, dir, sizeof(dir), 2600002);
+	EXPECT_EQ(-EINVAL, tsc_clock_init(&none, &o));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "TSC_CLOCK()")) TH_LOG("%s", tsc_last_error());
+	none.sz = offsetof(struct tsc_clock, freq);
+	EXPECT_EQ(-EINVAL, tsc_clock_init(&none, &o));
+	ASSERT_EQ(0, tsc_clock_init(&big.clk, &o)) TH_LOG("%s", tsc_last_error());
+	remove_root(dir);
+	EXPECT_EQ(sizeof(big), big.clk.sz);
+	EXPECT_EQ(2600002000u, big.clk.freq.num / big.clk.freq.den);
+	for (unsigned int i = 0; i < 4; i++)
+		EXPECT_EQ(i + 1, big.later[i]);
+	/* What a read touches starts a cache line and fits in it. */
+	EXPECT_EQ(0u, (uintptr_t)&big.clk % 64);
+	EXPECT_GE(64u, offsetof(struct tsc_clock, seq) + sizeof(big.clk.seq));
 }
 
 TEST_HARNESS_MAIN

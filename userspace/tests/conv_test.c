@@ -8,7 +8,7 @@
 #include <errno.h>
 
 #include "kselftest_harness.h"
-#include "tsc.h"
+#include "libtsc.h"
 
 typedef unsigned __int128 u128;
 

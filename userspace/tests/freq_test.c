@@ -10,7 +10,7 @@
 
 #include "fake_sysfs.h"
 #include "kselftest_harness.h"
-#include "tsc.h"
+#include "libtsc.h"
 
 TEST(sysfs_wins_when_present)
 {

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "tsc.h"
+#include "libtsc.h"
 
 static void sleep_ms(long ms)
 {
@@ -45,7 +45,7 @@ int main(int argc, char **argv)
 	struct sched_param prio = { .sched_priority = 50 };
 	long cpu, count, spin, period, delay;
 	struct timespec start;
-	struct tsc_clock clk;
+	TSC_CLOCK(clk);
 	uint64_t *spans, spin_ticks;
 	cpu_set_t set;
 	FILE *log;

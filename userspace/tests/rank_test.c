@@ -165,6 +165,40 @@ TEST_F(rank, hypervisor_leaf_needs_the_hypervisor_bit)
 	EXPECT_EQ(TSC_SOURCE_CALIBRATION, f.source);
 }
 
+/*
+ * When a calibration is all there is, the detail keeps every other
+ * source's reason whole, a long one included (a sysfs root of 300
+ * characters), so that the reason a user most needs is never the one cut.
+ */
+TEST(every_reason_in_full)
+{
+	const struct leaf hv_no_crystal[] = {
+		{ 0, { .eax = 0x15 } },
+		{ 1, { .ecx = HV_BIT } },
+		{ 0x40000000, { .eax = 0x4000000b, SIG_HYPERV } },
+	};
+	const struct machine m = MACHINE(hv_no_crystal);
+	struct tsc__cpuid_src src = { machine_cpuid, (void *)&m };
+	char root[320] = "/nonexistent/", why[3][TSC__REASON_SIZE];
+	TSC_OPTS(o, .sysfs_root = root, .calibrate_max_ms = 20);
+	struct tsc_freq f, g;
+	bool unrefined;
+
+	memset(root + strlen(root), 'x', 300);
+	EXPECT_GT(0, tsc__freq_from_sysfs(&g, root, &unrefined));
+	snprintf(why[0], sizeof(why[0]), "%s", tsc_last_error());
+	EXPECT_GT(0, tsc__freq_from_hypervisor(&g, &src));
+	snprintf(why[1], sizeof(why[1]), "%s", tsc_last_error());
+	EXPECT_GT(0, tsc__freq_from_cpuid(&g, &src));
+	snprintf(why[2], sizeof(why[2]), "%s", tsc_last_error());
+	ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(TSC_SOURCE_CALIBRATION, f.source);
+	for (int i = 0; i < 3; i++) {
+		EXPECT_NE(NULL, strstr(f.detail, why[i]))
+			TH_LOG("reason '%s' is not whole in '%s'", why[i], f.detail);
+	}
+}
+
 /* The kernel's value, when there is one, outranks them all. */
 TEST_F(rank, kernel_first)
 {

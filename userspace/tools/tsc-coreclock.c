@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "tsc.h"
+#include "libtsc.h"
 
 #define EXIT_FAIL	3
 #define ADDS		1024	/* adds per loop iteration, every variant */
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
 	int cpu;
 	double med[NV], lo[NV], hi[NV], core_hz, imul_hz, ipc[NV];
 	bool json = false;
-	struct tsc_clock clk;
+	TSC_CLOCK(clk);
 	cpu_set_t allowed, one;
 	int opt;
 
@@ -163,7 +163,7 @@ int main(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		case 'V':
-			puts("tsc-coreclock 0.1.0");
+			puts("tsc-coreclock " TSC_VERSION);
 			return 0;
 		default:
 			fputs(usage, stderr);

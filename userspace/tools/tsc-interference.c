@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "tsc.h"
+#include "libtsc.h"
 
 #define EXIT_FAIL	3
 #define MAX_VALUES	64
@@ -177,7 +177,7 @@ int main(int argc, char **argv)
 	int nvalues = 0, ncmd, opt;
 	bool json = false, templated = false;
 	struct result before, after, rows[MAX_VALUES + 1];
-	struct tsc_clock clk;
+	TSC_CLOCK(clk);
 	cpu_set_t allowed, one;
 	uint64_t ticks;
 
@@ -208,7 +208,7 @@ int main(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		case 'V':
-			puts("tsc-interference 0.1.0");
+			puts("tsc-interference " TSC_VERSION);
 			return 0;
 		default:
 			fputs(usage, stderr);

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "tsc.h"
+#include "libtsc.h"
 
 #define EXIT_FAIL	3
 #define CHUNK		65536	/* events per chunk: 1 MiB */
@@ -238,7 +238,7 @@ int main(int argc, char **argv)
 	char why[512], warnings[1024] = "";
 	struct spinner *sp;
 	struct stats *stats;
-	struct tsc_clock clk;
+	TSC_CLOCK(clk);
 	atomic_bool go = false;
 	sem_t refill;
 	int opt, n = 0, ret = 0;
@@ -277,7 +277,7 @@ int main(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		case 'V':
-			puts("tsc-jitter 0.1.0");
+			puts("tsc-jitter " TSC_VERSION);
 			return 0;
 		default:
 			fputs(usage, stderr);

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "tsc.h"
+#include "libtsc.h"
 
 #define EXIT_UNTRUSTED	1
 #define EXIT_FAILURE_	3
@@ -341,7 +341,7 @@ int main(int argc, char **argv)
 	struct output o = { 0 };
 	FILE *out = stdout;
 	bool userspace = false, verify = false;
-	struct tsc_clock clk;
+	TSC_CLOCK(clk);
 	struct tsc_report r;
 	int opt, err;
 
@@ -371,7 +371,7 @@ int main(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		case 'V':
-			puts("tsc-report 0.1.0");
+			puts("tsc-report " TSC_VERSION);
 			return 0;
 		default:
 			fputs(usage, stderr);

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * libtsc: the x86 Time Stamp Counter for userspace, trusted.
+ *
+ *  - the TSC frequency from the best source there is, saying which and how
+ *    precise: the tsc_freq_khz module's files, the hypervisor, CPUID's
+ *    crystal, or a calibration of its own against CLOCK_MONOTONIC_RAW;
+ *  - exact tick <-> nanosecond conversion (within 1 ns over the whole 64-bit
+ *    range) from precomputed integers, inline;
+ *  - a clock reading the TSC, anchored to CLOCK_MONOTONIC and CLOCK_REALTIME.
+ *
+ * Functions return 0 or a negative errno; tsc_last_error() then says why in
+ * words.  Nothing prints.  Everything but initialisation is lock-free and
+ * safe from any thread.  See tsc(7) and each function's man page.
+ */
+#ifndef LIBTSC_H
+#define LIBTSC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where a frequency came from; tsc_freq_get() ranks them as tsc(7) says. */
+enum tsc_source {
+	TSC_SOURCE_NONE = 0,
+	TSC_SOURCE_SYSFS,	/* /sys/devices/system/cpu/cpu0/tsc_freq_khz */
+	TSC_SOURCE_CPUID,	/* CPUID leaf 0x15 with its crystal */
+	TSC_SOURCE_HYPERVISOR,	/* CPUID leaf 0x40000010 of a known hypervisor */
+	TSC_SOURCE_CALIBRATION,	/* measured against CLOCK_MONOTONIC_RAW */
+};
+
+/*
+ * Room in detail for the chosen source's account and every other
+ * source's reason for being skipped, each in full (the library checks
+ * this at build time): a reason is never cut short.
+ */
+#define TSC_DETAIL_SIZE 4096
+
+/* A frequency: exactly num / den Hz. */
+struct tsc_freq {
+	enum tsc_source source;
+	uint64_t num, den;
+	double hz;		/* num / den, for display */
+	/*
+	 * Half the step of the value as given (a kHz file: 0.5 kHz), or a
+	 * calibration's estimated error: how far off it may be, in ppm.
+	 */
+	double precision_ppm;
+	uint64_t reserved[4];	/* zero: room to grow without a break */
+	/* Where exactly it came from, and why each better source was not used. */
+	char detail[TSC_DETAIL_SIZE];
+};
+
+/* Options: declare with TSC_OPTS(name, .field = value, ...). */
+struct tsc_opts {
+	size_t sz;		/* sizeof(struct tsc_opts), set by TSC_OPTS */
+	/* Root of sysfs; NULL: $TSC_SYSFS_ROOT if set, else "/sys". */
+	const char *sysfs_root;
+	/* Use only this source; TSC_SOURCE_NONE: the best available. */
+	enum tsc_source source;
+	/* Calibrations: stop at this precision or this time (0: 0.1 ppm, 1000 ms). */
+	double calibrate_ppm;
+	unsigned int calibrate_max_ms;
+	/*
+	 * Calibrate as well and fail with -ERANGE if the chosen value and
+	 * the calibration differ by more than verify_ppm (0: 100 ppm).
+	 */
+	bool verify;
+	double verify_ppm;
+};
+
+#define TSC_OPTS(name, ...)						\
+	struct tsc_opts name = { .sz = sizeof(struct tsc_opts), __VA_ARGS__ }
+
+/*
+ * Conversion parameters: ns = ticks * ns_int + ((ticks * ns_frac) >> 64),
+ * ticks = ns * tk_int + ((ns * tk_frac) >> 64).  The fractions are rounded
+ * up, so a result is the exact one rounded down, or one more.
+ */
+struct tsc_conv {
+	uint64_t ns_int, ns_frac;
+	uint64_t tk_int, tk_frac;
+};
+
+/*
+ * A clock reading the TSC; read-only after tsc_clock_init().  Declare it
+ * with TSC_CLOCK(): the library writes no further than sz, so a program
+ * built against this header keeps working with a later libtsc whose
+ * clock has grown, and a later program with this one.
+ *
+ * A read touches the first 64 bytes only, and the struct is aligned to
+ * them: one cache line.  At TSC reading t the clock says
+ * tsc_ticks_to_ns(&conv, t) - mono_off: converting the whole reading and
+ * subtracting costs one instruction less than subtracting the anchor
+ * first, and needs no care for readings before it.
+ */
+struct tsc_clock {
+	/* What a read touches. */
+	struct tsc_conv conv;
+	uint64_t mono_off;	/* tsc_ticks_to_ns(base_ticks) - base_mono_ns */
+	uint64_t real_off;	/* the same for CLOCK_REALTIME */
+	/*
+	 * A sequence counter for a clock that changes while it is read:
+	 * 0, and never changing, in 1.0, whose clock is fixed at its anchor.
+	 */
+	uint32_t seq;
+	uint32_t hot_reserved[3];	/* zero */
+
+	/* What the library keeps, reads never touch. */
+	size_t sz;		/* sizeof(struct tsc_clock), set by TSC_CLOCK */
+	uint64_t base_ticks;	/* TSC at the anchor */
+	uint64_t base_mono_ns;	/* CLOCK_MONOTONIC at the anchor */
+	uint64_t base_real_ns;	/* CLOCK_REALTIME at the anchor */
+	uint64_t base_raw_ns;	/* CLOCK_MONOTONIC_RAW at the anchor */
+	uint64_t base_boot_ns;	/* CLOCK_BOOTTIME at the anchor */
+	uint64_t reserved[8];	/* zero */
+	struct tsc_freq freq;
+} __attribute__((aligned(64)));
+
+#define TSC_CLOCK(name) struct tsc_clock name = { .sz = sizeof(struct tsc_clock) }
+
+/* Why the last call that failed in this thread failed; "" if none did. */
+const char *tsc_last_error(void);
+const char *tsc_source_name(enum tsc_source source);
+
+/* Each source on its own: -ENOENT, -ENODATA, -EINVAL... with a reason. */
+int tsc_freq_from_sysfs(struct tsc_freq *f, const char *sysfs_root);
+int tsc_freq_from_cpuid(struct tsc_freq *f);
+int tsc_freq_from_hypervisor(struct tsc_freq *f);
+int tsc_freq_calibrate(struct tsc_freq *f, double target_ppm,
+		       unsigned int max_ms);
+
+/* The best source, or the one opts asks for; opts may be NULL. */
+int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts);
+
+/* Difference between two frequencies, in ppm of b. */
+double tsc_freq_diff_ppm(const struct tsc_freq *a, const struct tsc_freq *b);
+
+int tsc_conv_init(struct tsc_conv *c, uint64_t num, uint64_t den);
+
+/*
+ * Find the frequency (as tsc_freq_get()) and anchor the clock.  After it
+ * returns, any number of threads may read the clock without locking.
+ */
+int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts);
+
+/* ---- Can TSC readings be compared across CPUs? ---- */
+
+enum tsc_cpu_status {
+	TSC_CPU_UNMEASURED = 0,	/* offline, not allowed, or no result */
+	TSC_CPU_REFERENCE,	/* the others are measured against it */
+	TSC_CPU_MEASURED,
+};
+
+/* One CPU's TSC against the reference CPU's, read at the same instant. */
+struct tsc_cpu_offset {
+	int cpu;
+	enum tsc_cpu_status status;
+	int64_t offset;		/* estimate, ticks */
+	int64_t min, max;	/* the offset is certainly within [min, max] */
+	uint32_t rounds;	/* probes the result rests on */
+	bool consistent;	/* all probes agree: a constant offset */
+};
+
+enum tsc_offsets_source {
+	TSC_OFFSETS_NONE = 0,	/* fewer than two CPUs to compare */
+	TSC_OFFSETS_MODULE,	/* the tsc_freq_khz module measured them */
+	TSC_OFFSETS_USERSPACE,	/* this library measured them */
+};
+
+struct tsc_report {
+	/* The CPU, from CPUID. */
+	bool invariant_tsc;	/* 0x80000007 EDX[8]: constant rate, never stops */
+	bool rdtscp;		/* 0x80000001 EDX[27] */
+	bool tsc_adjust;	/* 7 EBX[1]: the TSC_ADJUST MSR */
+	/* The kernel. */
+	char clocksource[32];	/* current clocksource, "" if unknown */
+	int kernel_unstable;	/* the module's tsc/unstable: 1, 0; -1 unknown */
+	/* The offsets. */
+	enum tsc_offsets_source offsets_source;
+	int reference_cpu;	/* -1 when nothing was measured */
+	unsigned int ncpus;
+	struct tsc_cpu_offset *cpus;	/* ncpus entries, by CPU number */
+	uint64_t max_skew_ticks;	/* bound on any two CPUs' difference */
+	bool monotonic;		/* all measured, consistent, none stepped back vs the reference */
+	uint64_t reserved[8];	/* zero: room to grow without a break */
+	/* The verdict: safe to compare TSC readings across CPUs? */
+	bool trustworthy;
+	char verdict[512];	/* "yes: ..." or "no: ...; ..." in words */
+};
+
+struct tsc_report_opts {
+	size_t sz;		/* set by TSC_REPORT_OPTS */
+	const char *sysfs_root;	/* as in struct tsc_opts */
+	bool userspace;		/* measure in userspace even if the module is there */
+	unsigned int max_ms;	/* userspace measurement time limit (0: 1000) */
+	unsigned int min_rounds; /* probes wanted per CPU (0: 256) */
+};
+
+#define TSC_REPORT_OPTS(name, ...)					\
+	struct tsc_report_opts name = { .sz = sizeof(struct tsc_report_opts), __VA_ARGS__ }
+
+/* Fill r; free it with tsc_report_free().  opts may be NULL. */
+int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts);
+void tsc_report_free(struct tsc_report *r);
+
+/* ---- Inline fast paths ---- */
+
+/* (a * frac) / 2^64: one 64x64->128 multiplication. */
+static inline uint64_t tsc_mul_frac(uint64_t a, uint64_t frac)
+{
+	__extension__ typedef unsigned __int128 tsc_u128;
+
+	return (uint64_t)(((tsc_u128)a * frac) >> 64);
+}
+
+static inline uint64_t tsc_ticks_to_ns(const struct tsc_conv *c, uint64_t ticks)
+{
+	return ticks * c->ns_int + tsc_mul_frac(ticks, c->ns_frac);
+}
+
+static inline uint64_t tsc_ns_to_ticks(const struct tsc_conv *c, uint64_t ns)
+{
+	return ns * c->tk_int + tsc_mul_frac(ns, c->tk_frac);
+}
+
+/* The TSC as it is, in no order with the instructions around it: fastest. */
+static inline uint64_t tsc_rdtsc(void)
+{
+	uint64_t t;
+
+	__asm__ __volatile__("rdtsc; shl $32, %%rdx; or %%rdx, %%rax"
+			     : "=a"(t) : : "rdx");
+	return t;
+}
+
+/*
+ * The TSC after every earlier instruction has completed, loads included:
+ * lfence first.  (A lock-prefixed instruction would not do: it does not
+ * order rdtsc on AMD.)
+ */
+static inline uint64_t tsc_rdtsc_ordered(void)
+{
+	uint64_t t;
+
+	__asm__ __volatile__("lfence; rdtsc; shl $32, %%rdx; or %%rdx, %%rax"
+			     : "=a"(t) : : "rdx", "memory");
+	return t;
+}
+
+/*
+ * The TSC after every earlier instruction has completed, and before any
+ * later one starts: lfence on both sides.  The start of a timed section:
+ * tsc_rdtsc_ordered() alone lets the section's first instructions run
+ * before its read, which suits the end of a section, not its start.
+ */
+static inline uint64_t tsc_rdtsc_start(void)
+{
+	uint64_t t;
+
+	__asm__ __volatile__("lfence; rdtsc; lfence; shl $32, %%rdx; or %%rdx, %%rax"
+			     : "=a"(t) : : "rdx", "memory");
+	return t;
+}
+
+/*
+ * The clock, in ns, from the TSC, at the rate of the TSC since the anchor
+ * (tsc_clock_init(3)).  tsc_now() is the fastest: the CPU may read the TSC
+ * before earlier instructions finish, so use it to stamp events, not to
+ * time a few instructions.  For a timed section, tsc_now_start() at its
+ * start and tsc_now_ordered() at its end: the first reads the TSC before
+ * anything after it, the second after everything before it.
+ */
+/* The CLOCK_MONOTONIC time at which the TSC read 'ticks'. */
+static inline uint64_t tsc_clock_ns(const struct tsc_clock *clk, uint64_t ticks)
+{
+	return tsc_ticks_to_ns(&clk->conv, ticks) - clk->mono_off;
+}
+
+/*
+ * The clocks ask whether a tick lasts a whole ns or more before they read
+ * the TSC, not after: then no register has to live across the read.  At
+ * 1 GHz and up (every x86-64 CPU but a few embedded parts) what is left is
+ * one multiplication, which the out-of-order core overlaps with rdtsc:
+ * now_bench measures tsc_now() at the cost of a bare rdtsc.  Both paths
+ * give the same result.
+ */
+static inline uint64_t tsc_now(const struct tsc_clock *clk)
+{
+	if (__builtin_expect(clk->conv.ns_int != 0, 0))
+		return tsc_clock_ns(clk, tsc_rdtsc());
+	return tsc_mul_frac(tsc_rdtsc(), clk->conv.ns_frac) - clk->mono_off;
+}
+
+static inline uint64_t tsc_now_ordered(const struct tsc_clock *clk)
+{
+	if (__builtin_expect(clk->conv.ns_int != 0, 0))
+		return tsc_clock_ns(clk, tsc_rdtsc_ordered());
+	return tsc_mul_frac(tsc_rdtsc_ordered(), clk->conv.ns_frac) - clk->mono_off;
+}
+
+static inline uint64_t tsc_now_start(const struct tsc_clock *clk)
+{
+	if (__builtin_expect(clk->conv.ns_int != 0, 0))
+		return tsc_clock_ns(clk, tsc_rdtsc_start());
+	return tsc_mul_frac(tsc_rdtsc_start(), clk->conv.ns_frac) - clk->mono_off;
+}
+
+/*
+ * CLOCK_REALTIME in ns as of the anchor, advancing at the TSC's rate: it
+ * does not follow later steps or NTP slewing of the system clock.
+ */
+static inline uint64_t tsc_now_realtime(const struct tsc_clock *clk)
+{
+	if (__builtin_expect(clk->conv.ns_int != 0, 0))
+		return tsc_ticks_to_ns(&clk->conv, tsc_rdtsc()) - clk->real_off;
+	return tsc_mul_frac(tsc_rdtsc(), clk->conv.ns_frac) - clk->real_off;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LIBTSC_H */
