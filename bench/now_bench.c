@@ -85,6 +85,28 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/*
+ * tsc_clock_check(): clock_gettime() calls and sysfs reads, a cost to pay
+ * now and then, not per reading; its median per call over rounds of 100.
+ */
+static void check_cost(unsigned int rounds, double gettime_ns)
+{
+	double per_call[21] = { 0 };
+	int err = 0;
+
+	for (unsigned int r = 0; r < rounds; r++) {
+		uint64_t t0 = ns_now();
+
+		for (int i = 0; i < 100; i++)
+			err |= tsc_clock_check(&clk);
+		per_call[r] = (double)(ns_now() - t0) / 100;
+	}
+	qsort(per_call, rounds, sizeof(double), cmp);
+	printf("tsc_clock_check                %.2f us  (%.0fx clock_gettime; %s%s)\n",
+	       per_call[rounds / 2] / 1e3, per_call[rounds / 2] / gettime_ns,
+	       err ? "fails: " : "passes", err ? tsc_last_error() : "");
+}
+
 int main(int argc, char **argv)
 {
 	bool quick = argc > 1 && !strcmp(argv[1], "--quick");
@@ -128,5 +150,6 @@ int main(int argc, char **argv)
 	       median[4] / median[8]);
 	printf("  start + end / clock_gettime          %.3fx  (one timed section)\n",
 	       (median[7] + median[4]) / median[5]);
+	check_cost(rounds, median[5]);
 	return 0;
 }

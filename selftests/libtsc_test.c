@@ -220,4 +220,51 @@ TEST(module_absent_library_falls_back)
 	expect_calibration_agrees(_metadata, khz);
 }
 
+#define CS_DIR	CPU_SYS "/../clocksource/clocksource0/"
+
+/*
+ * tsc_clock_check() in the kernel's own situations.  Where the kernel
+ * marked the TSC unstable (6.1 with 2 CPUs under TCG) it fails and says
+ * so.  Where tsc is the clocksource it passes, fails once root switches
+ * current_clocksource to another, and passes again once it is back.
+ */
+TEST(clock_check_follows_the_kernel)
+{
+	TSC_OPTS(o, .calibrate_max_ms = 200);
+	char avail[256], cur[64], other[32] = "";
+	TSC_CLOCK(clk);
+	bool has_tsc = false;
+
+	ASSERT_LT(0, read_file(CS_DIR "available_clocksource", avail, sizeof(avail)));
+	ASSERT_LT(0, read_file(CS_DIR "current_clocksource", cur, sizeof(cur)));
+	cur[strcspn(cur, "\n")] = '\0';
+	for (char *save, *w = strtok_r(avail, " \n", &save); w; w = strtok_r(NULL, " \n", &save)) {
+		if (!strcmp(w, "tsc"))
+			has_tsc = true;
+		else if (!other[0])
+			snprintf(other, sizeof(other), "%s", w);
+	}
+	ASSERT_EQ(0, tsc_clock_init(&clk, &o)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("clocksource %s, tsc %s, another: '%s'", cur, has_tsc ? "offered" : "withdrawn", other);
+	if (!has_tsc) {
+		EXPECT_EQ(-ENODEV, tsc_clock_check(&clk));
+		EXPECT_NE(NULL, strstr(tsc_last_error(), "marked the TSC unstable"))
+			TH_LOG("%s", tsc_last_error());
+		return;
+	}
+	EXPECT_EQ(0, tsc_clock_check(&clk)) TH_LOG("%s", tsc_last_error());
+	if (strcmp(cur, "tsc") != 0)
+		SKIP(return, "the clocksource is %s: no switch away from tsc to make", cur);
+	if (geteuid() != 0)
+		SKIP(return, "not root: cannot switch the clocksource");
+	if (!other[0])
+		SKIP(return, "no clocksource but tsc to switch to");
+	ASSERT_LT(0, write_file(CS_DIR "current_clocksource", other, strlen(other)));
+	EXPECT_EQ(-ENODEV, tsc_clock_check(&clk));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "was tsc at the clock's anchor and is "))
+		TH_LOG("%s", tsc_last_error());
+	ASSERT_LT(0, write_file(CS_DIR "current_clocksource", "tsc", 3));
+	EXPECT_EQ(0, tsc_clock_check(&clk)) TH_LOG("%s", tsc_last_error());
+}
+
 TEST_HARNESS_MAIN

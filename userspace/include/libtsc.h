@@ -117,6 +117,7 @@ struct tsc_clock {
 	uint64_t base_real_ns;	/* CLOCK_REALTIME at the anchor */
 	uint64_t base_raw_ns;	/* CLOCK_MONOTONIC_RAW at the anchor */
 	uint64_t base_boot_ns;	/* CLOCK_BOOTTIME at the anchor */
+	char clocksource[32];	/* the kernel's at the anchor, "" if unknown */
 	uint64_t reserved[8];	/* zero */
 	struct tsc_freq freq;
 } __attribute__((aligned(64)));
@@ -147,6 +148,17 @@ int tsc_conv_init(struct tsc_conv *c, uint64_t num, uint64_t den);
  * returns, any number of threads may read the clock without locking.
  */
 int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts);
+
+/*
+ * Is the clock still right?  0, or a negative errno with the reason, and
+ * then read clock_gettime() instead: -ERANGE, the TSC reads before the
+ * anchor or the clock's rate is off CLOCK_MONOTONIC_RAW's by more than
+ * the frequency's precision; -ESTALE, the system was suspended since the
+ * anchor; -ENODEV, the kernel no longer keeps time with the TSC.  Costs a
+ * few clock_gettime() calls and two sysfs reads: call it now and then,
+ * not per reading (tsc_clock_check(3)).
+ */
+int tsc_clock_check(const struct tsc_clock *clk);
 
 /* ---- Can TSC readings be compared across CPUs? ---- */
 

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -93,5 +94,95 @@ int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts)
 		err = anchor_at(clk, CLOCK_MONOTONIC_RAW, &off, &clk->base_raw_ns);
 	if (!err)
 		err = anchor_at(clk, CLOCK_BOOTTIME, &off, &clk->base_boot_ns);
+	tsc__clocksource(NULL, clk->clocksource, sizeof(clk->clocksource));
+	return err;
+}
+
+static int64_t ns_now(clockid_t id)
+{
+	struct timespec ts;
+
+	/* These clocks cannot fail on Linux; -1 shows if one ever did. */
+	if (clock_gettime(id, &ts))
+		return -1;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Slack for what two reads a few instructions apart can disagree by once
+ * the thread is preempted between them, beyond what their bracket shows:
+ * a suspend shorter than this, or a rate error smaller than it over the
+ * clock's life, goes unseen.
+ */
+#define CHECK_SLACK_NS	100000
+
+/* A suspend stops CLOCK_MONOTONIC and not CLOCK_BOOTTIME (nor the TSC). */
+static int check_suspend(const struct tsc_clock *clk)
+{
+	int64_t mono = ns_now(CLOCK_MONOTONIC), boot = ns_now(CLOCK_BOOTTIME);
+	int64_t width = ns_now(CLOCK_MONOTONIC) - mono;
+	int64_t slept = (boot - mono) - (int64_t)(clk->base_boot_ns - clk->base_mono_ns);
+
+	if (slept > width + CHECK_SLACK_NS)
+		return tsc__fail(-ESTALE, "the system was suspended for %.3f s since the clock's anchor: CLOCK_MONOTONIC stopped, the TSC did not",
+				 (double)slept / 1e9);
+	return 0;
+}
+
+/* The clock's rate against the kernel's: within the frequency's precision. */
+static int check_rate(const struct tsc_clock *clk)
+{
+	uint64_t t0 = tsc_rdtsc_ordered();
+	int64_t raw = ns_now(CLOCK_MONOTONIC_RAW) - (int64_t)clk->base_raw_ns;
+	uint64_t t1 = tsc_rdtsc_ordered();
+	int64_t ours = (int64_t)(tsc_ticks_to_ns(&clk->conv, t0 + (t1 - t0) / 2) -
+				 tsc_ticks_to_ns(&clk->conv, clk->base_ticks));
+	double allowed = clk->freq.precision_ppm * 1e-6 * (double)raw +
+			 (double)tsc_ticks_to_ns(&clk->conv, t1 - t0) + CHECK_SLACK_NS;
+
+	if ((double)llabs(ours - raw) > allowed)
+		return tsc__fail(-ERANGE, "over %.3f s since the anchor the clock moved %+.1f us from CLOCK_MONOTONIC_RAW (%+.1f ppm), more than its frequency's +-%.3g ppm allow",
+				 (double)raw / 1e9, (double)(ours - raw) / 1e3,
+				 raw > 0 ? (double)(ours - raw) / (double)raw * 1e6 : 0.0,
+				 clk->freq.precision_ppm);
+	return 0;
+}
+
+/*
+ * The kernel drops tsc from its clocksources when it finds the TSC
+ * unreliable; and once it no longer keeps time with the TSC it was
+ * keeping time with at the anchor, its clocks and this one part.  A
+ * kvm-clock chosen over a TSC the kernel still offers is no sign of
+ * trouble.  Unreadable files (no sysfs) say nothing either way.
+ */
+static int check_kernel(const struct tsc_clock *clk)
+{
+	char now[sizeof(clk->clocksource)];
+
+	if (tsc__tsc_available(NULL) == 0)
+		return tsc__fail(-ENODEV, "the kernel no longer offers tsc as a clocksource: it marked the TSC unstable");
+	if (strcmp(clk->clocksource, "tsc") != 0)
+		return 0;
+	tsc__clocksource(NULL, now, sizeof(now));
+	if (now[0] && strcmp(now, "tsc") != 0)
+		return tsc__fail(-ENODEV, "the kernel's clocksource was tsc at the clock's anchor and is %s now",
+				 now);
+	return 0;
+}
+
+int tsc_clock_check(const struct tsc_clock *clk)
+{
+	uint64_t t = tsc_rdtsc_ordered();
+	int err;
+
+	tsc__clear_error();
+	if (t < clk->base_ticks)
+		return tsc__fail(-ERANGE, "the TSC reads %llu, before the clock's anchor at %llu: reset by a suspend, or this CPU's TSC is behind",
+				 (unsigned long long)t, (unsigned long long)clk->base_ticks);
+	err = check_suspend(clk);
+	if (!err)
+		err = check_kernel(clk);
+	if (!err)
+		err = check_rate(clk);
 	return err;
 }

@@ -59,6 +59,8 @@ int tsc__read_u64(const char *root, const char *rel, uint64_t *v);
 int tsc__read_s64(const char *root, const char *rel, int64_t *v);
 /* The kernel's current clocksource ("tsc", "hpet"...), "" if unreadable. */
 void tsc__clocksource(const char *root, char *out, size_t size);
+/* Whether tsc is among the available clocksources: 1, 0, -1 if unknown. */
+int tsc__tsc_available(const char *root);
 
 /* Parsers, pure: the fuzz targets call them with any bytes. */
 int tsc__parse_u64(const char *buf, size_t len, uint64_t *val);

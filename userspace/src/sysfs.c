@@ -190,3 +190,21 @@ void tsc__clocksource(const char *root, char *out, size_t size)
 	buf[strcspn(buf, "\n")] = '\0';
 	snprintf(out, size, "%s", buf);
 }
+
+/*
+ * Whether the kernel offers tsc as a clocksource: 1 or 0, -1 if the list
+ * is unreadable.  It drops tsc from the list when it marks it unstable.
+ */
+int tsc__tsc_available(const char *root)
+{
+	char path[4096], buf[256];
+	size_t len;
+
+	if (tsc__read_value(root, "/devices/system/clocksource/clocksource0/available_clocksource",
+			    path, sizeof(path), buf, sizeof(buf), &len))
+		return -1;
+	for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
+		if (!strcmp(w, "tsc"))
+			return 1;
+	return 0;
+}
