@@ -220,6 +220,41 @@ TEST(module_absent_library_falls_back)
 	expect_calibration_agrees(_metadata, khz);
 }
 
+/*
+ * The perf page carries the kernel's conversion where its sched_clock is
+ * the TSC's and stable: in these TCG guests (no kvm-clock) wherever the
+ * kernel still offers tsc as a clocksource.  Its rate is then the
+ * kernel's kHz to within the page's rounding and the kHz's 0.5.  Where
+ * the kernel withdrew tsc, the page says it offers nothing.
+ */
+TEST(perf_page_is_the_kernels_rate)
+{
+	char avail[256], msg[512];
+	struct tsc_freq f;
+	uint64_t khz = 0;
+	int err;
+
+	ASSERT_LT(0, read_file(CPU_SYS "/../clocksource/clocksource0/available_clocksource",
+			       avail, sizeof(avail)));
+	err = tsc_freq_from_perf(&f);
+	TH_LOG("%d: %s", err, err ? tsc_last_error() : f.detail);
+	if (err == -EACCES || err == -EPERM)
+		SKIP(return, "perf_event_open refused: %s", tsc_last_error());
+	if (!strstr(avail, "tsc")) {
+		EXPECT_EQ(-ENODATA, err);
+		return;
+	}
+	ASSERT_EQ(0, err);
+	EXPECT_EQ(TSC_SOURCE_PERF, f.source);
+	if (read_u64(FREQ_FILE, &khz))
+		khz = kernel_khz_from_log(msg, sizeof(msg));
+	if (!khz)
+		SKIP(return, "neither the module's file nor the kernel log gives tsc_khz");
+	EXPECT_GE(f.precision_ppm + 0.5e6 / (double)khz,
+		  fabs(f.hz - (double)khz * 1e3) / ((double)khz * 1e3) * 1e6)
+		TH_LOG("page %.3f Hz, kernel %llu kHz", f.hz, (unsigned long long)khz);
+}
+
 #define CS_DIR	CPU_SYS "/../clocksource/clocksource0/"
 
 /*

@@ -238,7 +238,7 @@ check_library() {
 
 	int main(void)
 	{
-		struct tsc_clock clk;
+		TSC_CLOCK(clk);
 		uint64_t a, b;
 
 		if (tsc_clock_init(&clk, NULL))

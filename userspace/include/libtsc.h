@@ -3,8 +3,9 @@
  * libtsc: the x86 Time Stamp Counter for userspace, trusted.
  *
  *  - the TSC frequency from the best source there is, saying which and how
- *    precise: the tsc_freq_khz module's files, the hypervisor, CPUID's
- *    crystal, or a calibration of its own against CLOCK_MONOTONIC_RAW;
+ *    precise: the tsc_freq_khz module's files, the kernel's perf page, the
+ *    hypervisor, CPUID's crystal, or a calibration of its own against
+ *    CLOCK_MONOTONIC_RAW;
  *  - exact tick <-> nanosecond conversion (within 1 ns over the whole 64-bit
  *    range) from precomputed integers, inline;
  *  - a clock reading the TSC, anchored to CLOCK_MONOTONIC and CLOCK_REALTIME.
@@ -31,6 +32,7 @@ enum tsc_source {
 	TSC_SOURCE_CPUID,	/* CPUID leaf 0x15 with its crystal */
 	TSC_SOURCE_HYPERVISOR,	/* CPUID leaf 0x40000010 of a known hypervisor */
 	TSC_SOURCE_CALIBRATION,	/* measured against CLOCK_MONOTONIC_RAW */
+	TSC_SOURCE_PERF,	/* the kernel's conversion on a perf event's page */
 };
 
 /*
@@ -132,6 +134,7 @@ const char *tsc_source_name(enum tsc_source source);
 int tsc_freq_from_sysfs(struct tsc_freq *f, const char *sysfs_root);
 int tsc_freq_from_cpuid(struct tsc_freq *f);
 int tsc_freq_from_hypervisor(struct tsc_freq *f);
+int tsc_freq_from_perf(struct tsc_freq *f);
 int tsc_freq_calibrate(struct tsc_freq *f, double target_ppm,
 		       unsigned int max_ms);
 

@@ -50,6 +50,8 @@ const char *tsc_source_name(enum tsc_source source)
 		return "hypervisor";
 	case TSC_SOURCE_CALIBRATION:
 		return "calibration";
+	case TSC_SOURCE_PERF:
+		return "perf";
 	}
 	return "unknown";
 }

@@ -11,7 +11,7 @@
 
 /* Options, with defaults for what the caller's struct does not have. */
 struct opts {
-	const struct tsc__cpuid_src *cpuid;
+	const struct tsc__machine *cpuid;
 	const char *sysfs_root;
 	enum tsc_source source;
 	double calibrate_ppm, verify_ppm;
@@ -52,6 +52,10 @@ static int from_source(struct tsc_freq *f, enum tsc_source source,
 		return tsc__freq_from_hypervisor(f, o->cpuid);
 	case TSC_SOURCE_CALIBRATION:
 		return tsc_freq_calibrate(f, o->calibrate_ppm, o->calibrate_max_ms);
+	case TSC_SOURCE_PERF:
+		if (!o->cpuid->perf)
+			return tsc__fail(-ENODATA, "perf: no perf page on this machine");
+		return o->cpuid->perf(f);
 	case TSC_SOURCE_NONE:
 		break;
 	}
@@ -86,14 +90,16 @@ static void compare_base_mhz(struct tsc_freq *f, const struct opts *o)
 /*
  * Best evidence first; each failure's reason is kept in the winner's
  * detail.  The kernel's own value comes first: it is what the kernel's
- * clocks run on.  Then the hypervisor's, which knows how it scales the
+ * clocks run on.  The module's file gives it in kHz; the perf page gives
+ * the kernel's cyc2ns scale built from it, where the kernel lets
+ * userspace use it, module or not.  Then the hypervisor's, which knows how it scales the
  * guest's TSC, while a leaf 0x15 passed through from the host does not.
  * Then the crystal of leaf 0x15, then a calibration of our own.  The
  * module's value is no better than 1% when the kernel may never have
  * refined it: every other source goes first, and it is the last resort.
  */
 static const enum tsc_source order[] = {
-	TSC_SOURCE_SYSFS, TSC_SOURCE_HYPERVISOR, TSC_SOURCE_CPUID,
+	TSC_SOURCE_SYSFS, TSC_SOURCE_PERF, TSC_SOURCE_HYPERVISOR, TSC_SOURCE_CPUID,
 	TSC_SOURCE_CALIBRATION,
 };
 #define NSOURCES (sizeof(order) / sizeof(order[0]))
@@ -141,7 +147,7 @@ static int best_source(struct tsc_freq *f, const struct opts *o)
 }
 
 int tsc__freq_get(struct tsc_freq *f, const struct tsc_opts *opts,
-		  const struct tsc__cpuid_src *cpuid)
+		  const struct tsc__machine *cpuid)
 {
 	struct tsc_freq cal;
 	struct opts o;
@@ -175,5 +181,5 @@ int tsc__freq_get(struct tsc_freq *f, const struct tsc_opts *opts,
 
 int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts)
 {
-	return tsc__freq_get(f, opts, &tsc__cpu_cpuid);
+	return tsc__freq_get(f, opts, &tsc__this_machine);
 }

@@ -78,24 +78,39 @@ struct tsc__cpuid {
  */
 #define TSC__CRYSTAL_PPM	100.0
 
-/* Where CPUID comes from: the CPU (tsc__cpu_cpuid), or a test's table. */
-struct tsc__cpuid_src {
+/*
+ * What the sources ask the machine, CPUID and the perf page: this
+ * machine's (tsc__this_machine), or a test's.  A NULL perf: no perf page.
+ */
+struct tsc__machine {
 	void (*cpuid)(void *ctx, uint32_t leaf, struct tsc__cpuid *r);
 	void *ctx;
+	int (*perf)(struct tsc_freq *f);
 };
-extern const struct tsc__cpuid_src tsc__cpu_cpuid;
+extern const struct tsc__machine tsc__this_machine;
 
-int tsc__freq_from_cpuid(struct tsc_freq *f, const struct tsc__cpuid_src *src);
-int tsc__freq_from_hypervisor(struct tsc_freq *f, const struct tsc__cpuid_src *src);
+/* perf.c: the kernel's TSC conversion on a perf event's mmap page. */
+int tsc__freq_from_perf_page(struct tsc_freq *f);
+/* The rate that conversion implies; -ERANGE if it is not one. */
+int tsc__freq_from_perf_mult(struct tsc_freq *f, uint32_t mult, uint16_t shift);
+struct perf_event_mmap_page;
+/* Its fields, consistent: 0, -ENODATA without cap_user_time, -EAGAIN. */
+int tsc__perf_read_page(volatile struct perf_event_mmap_page *pg, uint32_t *mult,
+			uint16_t *shift);
+/* perf_event_open() failed with errno err: the reason, and -err. */
+int tsc__perf_open_failed(int err);
+
+int tsc__freq_from_cpuid(struct tsc_freq *f, const struct tsc__machine *src);
+int tsc__freq_from_hypervisor(struct tsc_freq *f, const struct tsc__machine *src);
 /* Leaf 0x16's base MHz, a nominal figure; 0 if there is none. */
-uint32_t tsc__base_mhz(const struct tsc__cpuid_src *src);
+uint32_t tsc__base_mhz(const struct tsc__machine *src);
 
 /*
  * tsc_freq_get() on the given CPUID; opts->sysfs_root still says where
  * the kernel's files are.
  */
 int tsc__freq_get(struct tsc_freq *f, const struct tsc_opts *opts,
-		  const struct tsc__cpuid_src *cpuid);
+		  const struct tsc__machine *cpuid);
 
 /* Leaf 0x15 (and 0x16, NULL if absent) into f. */
 int tsc__freq_from_leaf15(struct tsc_freq *f, const struct tsc__cpuid *l15,

@@ -3,7 +3,7 @@
  * The frequency as others state it: the kernel (through tsc_freq_khz's
  * file), the hypervisor (CPUID 0x40000010) and the CPU (CPUID 0x15).
  * Every value is checked before it is believed, and CPUID comes through
- * struct tsc__cpuid_src, so that tests can play any machine.
+ * struct tsc__machine, so that tests can play any machine.
  */
 #include <cpuid.h>
 #include <errno.h>
@@ -140,16 +140,18 @@ static void cpu_cpuid(void *ctx, uint32_t leaf, struct tsc__cpuid *r)
 	__cpuid_count(leaf, 0, r->eax, r->ebx, r->ecx, r->edx);
 }
 
-const struct tsc__cpuid_src tsc__cpu_cpuid = { .cpuid = cpu_cpuid };
+const struct tsc__machine tsc__this_machine = {
+	.cpuid = cpu_cpuid, .perf = tsc__freq_from_perf_page,
+};
 
-static void cpuid(const struct tsc__cpuid_src *src, uint32_t leaf,
+static void cpuid(const struct tsc__machine *src, uint32_t leaf,
 		  struct tsc__cpuid *r)
 {
 	*r = (struct tsc__cpuid){ 0 };
 	src->cpuid(src->ctx, leaf, r);
 }
 
-int tsc__freq_from_cpuid(struct tsc_freq *f, const struct tsc__cpuid_src *src)
+int tsc__freq_from_cpuid(struct tsc_freq *f, const struct tsc__machine *src)
 {
 	struct tsc__cpuid l0, l15, l16;
 
@@ -163,7 +165,7 @@ int tsc__freq_from_cpuid(struct tsc_freq *f, const struct tsc__cpuid_src *src)
 	return tsc__freq_from_leaf15(f, &l15, l0.eax >= 0x16 ? &l16 : NULL);
 }
 
-uint32_t tsc__base_mhz(const struct tsc__cpuid_src *src)
+uint32_t tsc__base_mhz(const struct tsc__machine *src)
 {
 	struct tsc__cpuid l0, l16;
 
@@ -176,7 +178,7 @@ uint32_t tsc__base_mhz(const struct tsc__cpuid_src *src)
 
 int tsc_freq_from_cpuid(struct tsc_freq *f)
 {
-	return tsc__freq_from_cpuid(f, &tsc__cpu_cpuid);
+	return tsc__freq_from_cpuid(f, &tsc__this_machine);
 }
 
 /*
@@ -190,7 +192,7 @@ static const char *const tsc_leaf_hypervisors[] = {
 	"VMwareVMware", "KVMKVMKVM", "ACRNACRNACRN",
 };
 
-int tsc__freq_from_hypervisor(struct tsc_freq *f, const struct tsc__cpuid_src *src)
+int tsc__freq_from_hypervisor(struct tsc_freq *f, const struct tsc__machine *src)
 {
 	struct tsc__cpuid l1, hv, leaf;
 	char sig[13] = "";
@@ -221,5 +223,5 @@ int tsc__freq_from_hypervisor(struct tsc_freq *f, const struct tsc__cpuid_src *s
 
 int tsc_freq_from_hypervisor(struct tsc_freq *f)
 {
-	return tsc__freq_from_hypervisor(f, &tsc__cpu_cpuid);
+	return tsc__freq_from_hypervisor(f, &tsc__this_machine);
 }

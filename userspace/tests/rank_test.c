@@ -7,6 +7,7 @@
  * calibration, and leaf 0x16's nominal MHz never the answer.
  */
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include "fake_sysfs.h"
@@ -97,7 +98,7 @@ FIXTURE_TEARDOWN(rank)
 static int get_on(struct tsc_freq *f, const char *dir, const struct machine *m)
 {
 	TSC_OPTS(o, .sysfs_root = dir, .calibrate_max_ms = 20);
-	struct tsc__cpuid_src src = { machine_cpuid, (void *)m };
+	struct tsc__machine src = { machine_cpuid, (void *)m, NULL };
 
 	return tsc__freq_get(f, &o, &src);
 }
@@ -141,7 +142,7 @@ TEST_F(rank, hypervisor_before_a_passed_through_leaf_15)
 TEST_F(rank, unknown_hypervisor_is_not_believed)
 {
 	const struct machine m = MACHINE(hyperv_guest);
-	struct tsc__cpuid_src src = { machine_cpuid, (void *)&m };
+	struct tsc__machine src = { machine_cpuid, (void *)&m, NULL };
 	struct tsc_freq f;
 
 	EXPECT_EQ(-ENODATA, tsc__freq_from_hypervisor(&f, &src));
@@ -156,7 +157,7 @@ TEST_F(rank, unknown_hypervisor_is_not_believed)
 TEST_F(rank, hypervisor_leaf_needs_the_hypervisor_bit)
 {
 	const struct machine m = MACHINE(no_hv_bit);
-	struct tsc__cpuid_src src = { machine_cpuid, (void *)&m };
+	struct tsc__machine src = { machine_cpuid, (void *)&m, NULL };
 	struct tsc_freq f;
 
 	EXPECT_EQ(-ENODATA, tsc__freq_from_hypervisor(&f, &src));
@@ -178,9 +179,10 @@ TEST(every_reason_in_full)
 		{ 0x40000000, { .eax = 0x4000000b, SIG_HYPERV } },
 	};
 	const struct machine m = MACHINE(hv_no_crystal);
-	struct tsc__cpuid_src src = { machine_cpuid, (void *)&m };
-	char root[320] = "/nonexistent/", why[3][TSC__REASON_SIZE];
+	struct tsc__machine src = { machine_cpuid, (void *)&m, NULL };
+	char root[320] = "/nonexistent/", why[4][TSC__REASON_SIZE];
 	TSC_OPTS(o, .sysfs_root = root, .calibrate_max_ms = 20);
+	TSC_OPTS(perf, .source = TSC_SOURCE_PERF);
 	struct tsc_freq f, g;
 	bool unrefined;
 
@@ -191,12 +193,40 @@ TEST(every_reason_in_full)
 	snprintf(why[1], sizeof(why[1]), "%s", tsc_last_error());
 	EXPECT_GT(0, tsc__freq_from_cpuid(&g, &src));
 	snprintf(why[2], sizeof(why[2]), "%s", tsc_last_error());
+	EXPECT_GT(0, tsc__freq_get(&g, &perf, &src));
+	snprintf(why[3], sizeof(why[3]), "%s", tsc_last_error());
 	ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
 	EXPECT_EQ(TSC_SOURCE_CALIBRATION, f.source);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		EXPECT_NE(NULL, strstr(f.detail, why[i]))
 			TH_LOG("reason '%s' is not whole in '%s'", why[i], f.detail);
 	}
+}
+
+/* A perf page whose conversion says 2599.999 MHz: shift 31. */
+static int perf_page(struct tsc_freq *f)
+{
+	return tsc__freq_from_perf_mult(f, (uint32_t)((1000000ull << 31) / 2599999), 31);
+}
+
+/* The kernel's conversion on the perf page: after its file, before the rest. */
+TEST_F(rank, perf_page_after_the_module)
+{
+	const struct machine m = MACHINE(kvm_guest);
+	struct tsc__machine src = { machine_cpuid, (void *)&m, perf_page };
+	TSC_OPTS(o, .sysfs_root = self->dir, .calibrate_max_ms = 20);
+	struct tsc_freq f;
+	char dir[64];
+
+	ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(TSC_SOURCE_PERF, f.source);
+	EXPECT_GT(1.0, fabs(f.hz - 2599999e3) / 2599999e3 * 1e6);
+	EXPECT_NE(NULL, strstr(f.detail, "tsc_freq_khz module loaded?")) TH_LOG("%s", f.detail);
+	fake_root(_metadata, dir, sizeof(dir), 2600000);
+	o.sysfs_root = dir;
+	ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(TSC_SOURCE_SYSFS, f.source);
+	remove_root(dir);
 }
 
 /* The kernel's value, when there is one, outranks them all. */

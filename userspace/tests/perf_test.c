@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The perf page as a source: the rate its time_mult and time_shift imply,
+ * exact, and within the precision stated of the kHz the kernel built them
+ * from; on this machine, the page's rate or the reason there is none.
+ */
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kselftest_harness.h"
+
+/*
+ * The kernel's cyc2ns scale for tsc_khz: ns = cycles * mult >> shift,
+ * mult = (NSEC_PER_MSEC << shift) / khz, rounded down.  From it the
+ * source recovers the kHz to within the precision it states.
+ */
+TEST(rate_within_its_precision)
+{
+	static const uint64_t khz[] = { 600000, 2095077, 2100000, 2600000, 3699999 };
+
+	for (size_t i = 0; i < sizeof(khz) / sizeof(khz[0]); i++)
+		for (uint16_t shift = 20; shift <= 32; shift += 4) {
+			uint64_t mult = (1000000ull << shift) / khz[i];
+			struct tsc_freq f;
+			double err;
+
+			if (mult > UINT32_MAX)
+				continue;
+			ASSERT_EQ(0, tsc__freq_from_perf_mult(&f, (uint32_t)mult, shift))
+				TH_LOG("%s", tsc_last_error());
+			EXPECT_EQ(TSC_SOURCE_PERF, f.source);
+			/* Exactly 1e9 * 2^shift / mult. */
+			EXPECT_EQ((unsigned __int128)f.num * mult,
+				  ((unsigned __int128)1000000000 << shift) * f.den);
+			err = fabs(f.hz - (double)khz[i] * 1e3) / ((double)khz[i] * 1e3) * 1e6;
+			EXPECT_GE(f.precision_ppm, err)
+				TH_LOG("%llu kHz, shift %u: %.6f ppm off, %.6f ppm claimed",
+				       (unsigned long long)khz[i], shift, err, f.precision_ppm);
+		}
+}
+
+TEST(no_conversion_is_refused)
+{
+	struct tsc_freq f;
+
+	EXPECT_EQ(-ERANGE, tsc__freq_from_perf_mult(&f, 0, 10));
+	EXPECT_EQ(-ERANGE, tsc__freq_from_perf_mult(&f, 1, 64));
+	/* 1e9 * 2^40 / 1 Hz is far above 20 GHz. */
+	EXPECT_EQ(-ERANGE, tsc__freq_from_perf_mult(&f, 1, 40));
+}
+
+/*
+ * The page read as the kernel writes it: nothing while its sequence count
+ * is odd (an update under way), the conversion only with cap_user_time.
+ */
+TEST(page_read_by_its_sequence_count)
+{
+	struct perf_event_mmap_page pg = { .lock = 2, .time_mult = 825960967, .time_shift = 31 };
+	uint32_t mult;
+	uint16_t shift;
+
+	EXPECT_EQ(-ENODATA, tsc__perf_read_page(&pg, &mult, &shift));
+	pg.cap_user_time = 1;
+	EXPECT_EQ(0, tsc__perf_read_page(&pg, &mult, &shift));
+	EXPECT_EQ(825960967u, mult);
+	EXPECT_EQ(31, shift);
+	pg.lock = 3;
+	EXPECT_EQ(-EAGAIN, tsc__perf_read_page(&pg, &mult, &shift));
+}
+
+/* A refusal names the paranoia level, the usual cause. */
+TEST(refusal_says_why)
+{
+	EXPECT_EQ(-EACCES, tsc__perf_open_failed(EACCES));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "perf_event_paranoid is "));
+	EXPECT_EQ(-ENOSYS, tsc__perf_open_failed(ENOSYS));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "perf: perf_event_open: "));
+}
+
+/*
+ * Here: the page's rate, agreeing with a calibration, or a reason.  Where
+ * the kernel offers the page (TCG guests with a stable TSC) libtsc_test
+ * holds it to the kernel's own kHz.
+ */
+TEST(this_machine)
+{
+	struct tsc_freq f, cal;
+	int err = tsc_freq_from_perf(&f);
+
+	TH_LOG("%d: %s", err, err ? tsc_last_error() : f.detail);
+	if (err) {
+		EXPECT_TRUE(err == -ENODATA || err == -EACCES || err == -EPERM ||
+			    err == -ENOENT || err == -ENOSYS);
+		EXPECT_EQ(0, strncmp(tsc_last_error(), "perf: ", 6));
+		return;
+	}
+	ASSERT_EQ(0, tsc_freq_calibrate(&cal, 1, 100)) TH_LOG("%s", tsc_last_error());
+	EXPECT_GT(100.0, fabs(tsc_freq_diff_ppm(&f, &cal)));
+}
+
+TEST_HARNESS_MAIN
