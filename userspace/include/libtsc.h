@@ -73,6 +73,12 @@ struct tsc_opts {
 	 */
 	bool verify;
 	double verify_ppm;
+	/*
+	 * Take a nominal source (CPUID's crystal, the hypervisor's leaf) as
+	 * it is.  By default a 20 ms calibration must agree with it within
+	 * verify_ppm, or the next source is tried.
+	 */
+	bool trust_nominal;
 };
 
 #define TSC_OPTS(name, ...)						\

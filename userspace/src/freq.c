@@ -16,7 +16,7 @@ struct opts {
 	enum tsc_source source;
 	double calibrate_ppm, verify_ppm;
 	unsigned int calibrate_max_ms;
-	bool verify;
+	bool verify, trust_nominal;
 };
 
 static int read_opts(const struct tsc_opts *o, struct opts *out)
@@ -32,6 +32,7 @@ static int read_opts(const struct tsc_opts *o, struct opts *out)
 		out->calibrate_max_ms = TSC__OPT(o, struct tsc_opts, calibrate_max_ms);
 		out->verify = TSC__OPT(o, struct tsc_opts, verify);
 		out->verify_ppm = TSC__OPT(o, struct tsc_opts, verify_ppm);
+		out->trust_nominal = TSC__OPT(o, struct tsc_opts, trust_nominal);
 	}
 	if (out->verify_ppm <= 0)
 		out->verify_ppm = 100;
@@ -105,11 +106,49 @@ static const enum tsc_source order[] = {
 #define NSOURCES (sizeof(order) / sizeof(order[0]))
 
 /*
- * The winner's account, leaf 0x16's comparison and every other source's
- * reason, each under TSC__REASON_SIZE with its separator: nothing is cut.
+ * The winner's account, leaf 0x16's comparison or a nominal value's check,
+ * and every other source's reason, each under TSC__REASON_SIZE with its
+ * separator: nothing is cut.
  */
-_Static_assert(TSC_DETAIL_SIZE >= (NSOURCES + 1) * (TSC__REASON_SIZE + 32),
+_Static_assert(TSC_DETAIL_SIZE >= (NSOURCES + 2) * (TSC__REASON_SIZE + 32),
 	       "struct tsc_freq's detail has room for every source's reason");
+
+/* How long a calibration checks a nominal value for. */
+#define NOMINAL_CHECK_MS 20u
+
+/*
+ * A crystal's or a hypervisor's figure is what the part or the host says
+ * the rate is, not a measurement of it: a guest's TSC may be scaled, a
+ * board's crystal off.  A short calibration must not contradict it by more
+ * than verify_ppm: 0, its detail saying so; -ERANGE with the numbers.  A
+ * calibration that fails leaves the value standing, unverified, and says so.
+ */
+static int confirm_nominal(struct tsc_freq *f, const struct opts *o)
+{
+	size_t len = strlen(f->detail);
+	struct tsc_freq cal;
+	double diff;
+
+	if (tsc_freq_calibrate(&cal, 0, NOMINAL_CHECK_MS)) {
+		snprintf(f->detail + len, sizeof(f->detail) - len, "; not verified: %s",
+			 tsc_last_error());
+		return 0;
+	}
+	diff = tsc_freq_diff_ppm(f, &cal);
+	if (diff > o->verify_ppm || diff < -o->verify_ppm)
+		return tsc__fail(-ERANGE, "%s: %s (%.0f Hz), but a %u ms calibration found %.0f Hz (+-%.2f ppm): %+.0f ppm apart, more than %.0f",
+				 tsc_source_name(f->source), f->detail, f->hz, NOMINAL_CHECK_MS, cal.hz,
+				 cal.precision_ppm, diff, o->verify_ppm);
+	snprintf(f->detail + len, sizeof(f->detail) - len,
+		 "; a %u ms calibration agrees: %+.1f ppm (+-%.2f)", NOMINAL_CHECK_MS, diff,
+		 cal.precision_ppm);
+	return 0;
+}
+
+static bool nominal(enum tsc_source source)
+{
+	return source == TSC_SOURCE_HYPERVISOR || source == TSC_SOURCE_CPUID;
+}
 
 static int best_source(struct tsc_freq *f, const struct opts *o)
 {
@@ -122,6 +161,9 @@ static int best_source(struct tsc_freq *f, const struct opts *o)
 		bool doubt;
 
 		err = from_source(f, order[i], o, &doubt);
+		/* An explicit verify calibrates the winner anyway, and longer. */
+		if (!err && !doubt && nominal(f->source) && !o->trust_nominal && !o->verify)
+			err = confirm_nominal(f, o);
 		if (!err && !doubt) {
 			if (f->source == TSC_SOURCE_CALIBRATION)
 				compare_base_mhz(f, o);

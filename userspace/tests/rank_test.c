@@ -94,10 +94,13 @@ FIXTURE_TEARDOWN(rank)
 	remove_root(self->dir);
 }
 
-/* tsc__freq_get() on machine m, calibrating 20 ms at most. */
+/*
+ * tsc__freq_get() on machine m, calibrating 20 ms at most, its nominal
+ * values (made up, not this machine's rate) taken as they are.
+ */
 static int get_on(struct tsc_freq *f, const char *dir, const struct machine *m)
 {
-	TSC_OPTS(o, .sysfs_root = dir, .calibrate_max_ms = 20);
+	TSC_OPTS(o, .sysfs_root = dir, .calibrate_max_ms = 20, .trust_nominal = true);
 	struct tsc__machine src = { machine_cpuid, (void *)m, NULL };
 
 	return tsc__freq_get(f, &o, &src);
@@ -214,7 +217,7 @@ TEST_F(rank, perf_page_after_the_module)
 {
 	const struct machine m = MACHINE(kvm_guest);
 	struct tsc__machine src = { machine_cpuid, (void *)&m, perf_page };
-	TSC_OPTS(o, .sysfs_root = self->dir, .calibrate_max_ms = 20);
+	TSC_OPTS(o, .sysfs_root = self->dir, .calibrate_max_ms = 20, .trust_nominal = true);
 	struct tsc_freq f;
 	char dir[64];
 
@@ -227,6 +230,60 @@ TEST_F(rank, perf_page_after_the_module)
 	ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
 	EXPECT_EQ(TSC_SOURCE_SYSFS, f.source);
 	remove_root(dir);
+}
+
+/*
+ * By default a nominal value must agree with a short calibration: this
+ * machine's own rate, given as a crystal's ratio and as a KVM leaf, is
+ * taken and said to agree; the same 1% off is skipped for the calibration,
+ * with the numbers.
+ */
+static void nominal_checked(struct __test_metadata *_metadata, const char *dir,
+			    double scale, bool taken)
+{
+	TSC_OPTS(o, .sysfs_root = dir, .calibrate_max_ms = 20);
+	struct tsc_freq cal, f;
+	uint32_t khz;
+
+	ASSERT_EQ(0, tsc_freq_calibrate(&cal, 0, 50)) TH_LOG("%s", tsc_last_error());
+	khz = (uint32_t)(cal.hz * scale / 1e3 + 0.5);
+	{
+		const struct leaf crystal_here[] = {
+			{ 0, { .eax = 0x15 } },
+			{ 0x15, { .eax = 1, .ebx = khz, .ecx = 1000 } },
+		};
+		const struct leaf kvm_here[] = {
+			{ 1, { .ecx = HV_BIT } },
+			{ 0x40000000, { .eax = 0x40000010, SIG_KVM } },
+			{ 0x40000010, { .eax = khz } },
+		};
+		const struct machine m[] = { MACHINE(crystal_here), MACHINE(kvm_here) };
+
+		for (int i = 0; i < 2; i++) {
+			struct tsc__machine src = { machine_cpuid, (void *)&m[i], NULL };
+
+			ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
+			TH_LOG("%s: %s", tsc_source_name(f.source), f.detail);
+			if (taken) {
+				EXPECT_EQ(i ? TSC_SOURCE_HYPERVISOR : TSC_SOURCE_CPUID, f.source);
+				EXPECT_NE(NULL, strstr(f.detail, "; a 20 ms calibration agrees: "));
+			} else {
+				EXPECT_EQ(TSC_SOURCE_CALIBRATION, f.source);
+				EXPECT_NE(NULL, strstr(f.detail, "but a 20 ms calibration found"));
+				EXPECT_NE(NULL, strstr(f.detail, "ppm apart, more than 100"));
+			}
+		}
+	}
+}
+
+TEST_F(rank, nominal_value_a_calibration_confirms)
+{
+	nominal_checked(_metadata, self->dir, 1.0, true);
+}
+
+TEST_F(rank, nominal_value_a_calibration_contradicts)
+{
+	nominal_checked(_metadata, self->dir, 1.01, false);
 }
 
 /* The kernel's value, when there is one, outranks them all. */
