@@ -272,6 +272,26 @@ TEST(userspace_probe_here)
 		EXPECT_EQ(TSC_OFFSETS_USERSPACE, r.offsets_source);
 		EXPECT_LT(0u, measured);
 	}
+	/*
+	 * Each interval is certain to hold the true offset: a second,
+	 * independent measurement's must overlap the first's, CPU by CPU.
+	 */
+	{
+		struct tsc_report again;
+
+		ASSERT_EQ(0, tsc_report_get(&again, &o)) TH_LOG("%s", tsc_last_error());
+		ASSERT_EQ(r.ncpus, again.ncpus);
+		for (unsigned int i = 0; i < r.ncpus; i++) {
+			struct tsc_cpu_offset *a = &r.cpus[i], *b = &again.cpus[i];
+
+			if (a->status != TSC_CPU_MEASURED || b->status != TSC_CPU_MEASURED ||
+			    r.reference_cpu != again.reference_cpu)
+				continue;
+			EXPECT_LE(a->min, b->max) TH_LOG("cpu%d", a->cpu);
+			EXPECT_LE(b->min, a->max) TH_LOG("cpu%d", a->cpu);
+		}
+		tsc_report_free(&again);
+	}
 	tsc_report_free(&r);
 }
 
