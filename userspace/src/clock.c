@@ -124,7 +124,7 @@ static int check_suspend(const struct tsc_clock *clk)
 	int64_t slept = (boot - mono) - (int64_t)(clk->base_boot_ns - clk->base_mono_ns);
 
 	if (slept > width + CHECK_SLACK_NS)
-		return tsc__fail(-ESTALE, "the system was suspended for %.3f s since the clock's anchor: CLOCK_MONOTONIC stopped, the TSC did not",
+		return tsc__fail(-ESTALE, "the system was suspended for %.3f s since the clock's anchor (CLOCK_BOOTTIME gained that on CLOCK_MONOTONIC)",
 				 (double)slept / 1e9);
 	return 0;
 }
