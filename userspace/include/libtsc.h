@@ -79,6 +79,11 @@ struct tsc_opts {
 	 * verify_ppm, or the next source is tried.
 	 */
 	bool trust_nominal;
+	/*
+	 * Later fields start here, past the padding, so that the size tells
+	 * every version apart (a field in the padding would not change it).
+	 */
+	size_t :0;
 };
 
 #define TSC_OPTS(name, ...)						\
@@ -96,7 +101,8 @@ struct tsc_conv {
 
 /*
  * A clock reading the TSC; read-only after tsc_clock_init().  Declare it
- * with TSC_CLOCK(): the library writes no further than sz, so a program
+ * with TSC_CLOCK() (on the heap: aligned_alloc(64, ...), zeroed, sz set by
+ * hand; see tsc_clock_init(3)): the library writes no further than sz, so a program
  * built against this header keeps working with a later libtsc whose
  * clock has grown, and a later program with this one.
  *
@@ -112,8 +118,11 @@ struct tsc_clock {
 	uint64_t mono_off;	/* tsc_ticks_to_ns(base_ticks) - base_mono_ns */
 	uint64_t real_off;	/* the same for CLOCK_REALTIME */
 	/*
-	 * A sequence counter for a clock that changes while it is read:
-	 * 0, and never changing, in 1.0, whose clock is fixed at its anchor.
+	 * A sequence counter for a clock that changes while it is read.
+	 * The readers below do not read it, and live on in programs: so a
+	 * clock tsc_clock_init() made never changes, in any libtsc, and
+	 * seq stays 0.  A changing clock will have an init of its own,
+	 * whose readers check seq.
 	 */
 	uint32_t seq;
 	uint32_t hot_reserved[3];	/* zero */
@@ -220,6 +229,7 @@ struct tsc_report_opts {
 	bool userspace;		/* measure in userspace even if the module is there */
 	unsigned int max_ms;	/* userspace measurement time limit (0: 1000) */
 	unsigned int min_rounds; /* probes wanted per CPU (0: 256) */
+	size_t :0;		/* later fields start here: see struct tsc_opts */
 };
 
 #define TSC_REPORT_OPTS(name, ...)					\

@@ -113,10 +113,14 @@ static void blocks_add(struct blocks *b, long double x, long double y)
  */
 static long double blocks_rel_se(const struct blocks *b)
 {
-	uint32_t full = b->used - (b->n[b->used - 1] < b->per), k = full / GROUPS;
+	uint32_t full, k;
 	struct fit g = { 0 };
 
-	if (!b->used || k == 0)
+	if (!b->used)
+		return 0;
+	full = b->used - (b->n[b->used - 1] < b->per);
+	k = full / GROUPS;
+	if (k == 0)
 		return 0;
 	for (uint32_t i = 0; i < GROUPS; i++) {
 		long double sx = 0, sy = 0, n = 0;

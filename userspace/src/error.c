@@ -3,6 +3,7 @@
  * Errors: a negative errno returned, and the reason kept per thread for
  * tsc_last_error(), so that the library never has to print.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +26,20 @@ int tsc__fail(int err, const char *fmt, ...)
 	va_end(ap);
 	memcpy(reason, next, sizeof(reason));
 	return err;
+}
+
+int tsc__opts_check(const void *opts, size_t sz, size_t known, const char *macro)
+{
+	const unsigned char *p = opts;
+
+	if (sz < sizeof(size_t))
+		return tsc__fail(-EINVAL, "opts->sz is %zu: declare options with %s()", sz,
+				 macro);
+	for (size_t i = known; i < sz; i++)
+		if (p[i])
+			return tsc__fail(-EINVAL, "opts sets a field at byte %zu, which this libtsc does not know (it knows %zu bytes): the program was built against a newer libtsc.h",
+					 i, known);
+	return 0;
 }
 
 void tsc__clear_error(void)

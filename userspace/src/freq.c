@@ -23,9 +23,10 @@ static int read_opts(const struct tsc_opts *o, struct opts *out)
 {
 	*out = (struct opts){ 0 };
 	if (o) {
-		if (o->sz < sizeof(o->sz))
-			return tsc__fail(-EINVAL, "opts->sz is %zu: declare options with TSC_OPTS()",
-					 o->sz);
+		int err = tsc__opts_check(o, o->sz, sizeof(*o), "TSC_OPTS");
+
+		if (err)
+			return err;
 		out->sysfs_root = TSC__OPT(o, struct tsc_opts, sysfs_root);
 		out->source = TSC__OPT(o, struct tsc_opts, source);
 		out->calibrate_ppm = TSC__OPT(o, struct tsc_opts, calibrate_ppm);
@@ -120,14 +121,16 @@ _Static_assert(TSC_DETAIL_SIZE >= (NSOURCES + 2) * (TSC__REASON_SIZE + 32),
  * A crystal's or a hypervisor's figure is what the part or the host says
  * the rate is, not a measurement of it: a guest's TSC may be scaled, a
  * board's crystal off.  A short calibration must not contradict it by more
- * than verify_ppm: 0, its detail saying so; -ERANGE with the numbers.  A
+ * than verify_ppm beyond its own error bar: 0, its detail saying so;
+ * -ERANGE with the numbers.  (Without the error bar, a crystal within its
+ * tolerance and a noisy calibration would be turned away by chance.)  A
  * calibration that fails leaves the value standing, unverified, and says so.
  */
 static int confirm_nominal(struct tsc_freq *f, const struct opts *o)
 {
 	size_t len = strlen(f->detail);
 	struct tsc_freq cal;
-	double diff;
+	double diff, allowed;
 
 	if (tsc_freq_calibrate(&cal, 0, NOMINAL_CHECK_MS)) {
 		snprintf(f->detail + len, sizeof(f->detail) - len, "; not verified: %s",
@@ -135,10 +138,11 @@ static int confirm_nominal(struct tsc_freq *f, const struct opts *o)
 		return 0;
 	}
 	diff = tsc_freq_diff_ppm(f, &cal);
-	if (diff > o->verify_ppm || diff < -o->verify_ppm)
-		return tsc__fail(-ERANGE, "%s: %s (%.0f Hz), but a %u ms calibration found %.0f Hz (+-%.2f ppm): %+.0f ppm apart, more than %.0f",
+	allowed = o->verify_ppm + cal.precision_ppm;
+	if (diff > allowed || diff < -allowed)
+		return tsc__fail(-ERANGE, "%s: %s (%.0f Hz), but a %u ms calibration found %.0f Hz (+-%.2f ppm): %+.0f ppm apart, more than %.0f + %.2f",
 				 tsc_source_name(f->source), f->detail, f->hz, NOMINAL_CHECK_MS, cal.hz,
-				 cal.precision_ppm, diff, o->verify_ppm);
+				 cal.precision_ppm, diff, o->verify_ppm, cal.precision_ppm);
 	snprintf(f->detail + len, sizeof(f->detail) - len,
 		 "; a %u ms calibration agrees: %+.1f ppm (+-%.2f)", NOMINAL_CHECK_MS, diff,
 		 cal.precision_ppm);

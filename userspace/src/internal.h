@@ -27,6 +27,14 @@
 	((o)->sz >= offsetof(type, field) + sizeof((o)->field) ? (o)->field : 0)
 
 /*
+ * An options struct of sz bytes, of which this library knows the first
+ * 'known': 0, or -EINVAL if sz cannot be (the macro that sets it was not
+ * used) or a field this library does not know is set, which it would
+ * otherwise ignore without a word.
+ */
+int tsc__opts_check(const void *opts, size_t sz, size_t known, const char *macro);
+
+/*
  * The most one account in a frequency's detail takes, its NUL included:
  * a source's own (each writes at most this much) and a skipped source's
  * reason (tsc_last_error()'s buffer).  freq.c checks that detail has room

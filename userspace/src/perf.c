@@ -20,11 +20,13 @@
 __extension__ typedef unsigned __int128 u128;
 
 /*
- * Hz = 1e9 * 2^shift / mult, exactly.  mult is the kernel's rounding of
- * the true scale to an integer: its precision is one part in mult.
+ * Hz = 1e9 * 2^shift / mult, exactly.  The kernel derives mult from its
+ * tsc_khz: the value is that figure, good to its 0.5 kHz, and rounded
+ * once more to one part in mult.
  */
 int tsc__freq_from_perf_mult(struct tsc_freq *f, uint32_t mult, uint16_t shift)
 {
+	double rounding_ppm = 1e6 / mult;
 	u128 num;
 	int err;
 
@@ -39,9 +41,10 @@ int tsc__freq_from_perf_mult(struct tsc_freq *f, uint32_t mult, uint16_t shift)
 	}
 	if (num > UINT64_MAX)
 		return tsc__fail(-ERANGE, "perf: time_shift %u is too large for a rate", shift);
-	err = tsc__freq_set(f, TSC_SOURCE_PERF, (uint64_t)num, mult, 1e6 / mult);
+	err = tsc__freq_set(f, TSC_SOURCE_PERF, (uint64_t)num, mult, 0);
 	if (err)
 		return err;
+	f->precision_ppm = 500 / f->hz * 1e6 + rounding_ppm;
 	return 0;
 }
 

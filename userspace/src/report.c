@@ -261,8 +261,9 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 	r->reference_cpu = -1;
 	r->kernel_unstable = -1;
 	if (opts) {
-		if (opts->sz < sizeof(opts->sz))
-			return tsc__fail(-EINVAL, "opts->sz is %zu: use TSC_REPORT_OPTS()", opts->sz);
+		err = tsc__opts_check(opts, opts->sz, sizeof(*opts), "TSC_REPORT_OPTS");
+		if (err)
+			return err;
 		o.sysfs_root = TSC__OPT(opts, struct tsc_report_opts, sysfs_root);
 		o.userspace = TSC__OPT(opts, struct tsc_report_opts, userspace);
 		o.max_ms = TSC__OPT(opts, struct tsc_report_opts, max_ms);

@@ -5,6 +5,7 @@
  * (freq.c), so that the dependencies run one way.
  */
 #include <errno.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -24,6 +25,7 @@ int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
 	f->den = den;
 	f->hz = (double)num / (double)den;
 	f->precision_ppm = precision_ppm;
+	memset(f->reserved, 0, sizeof(f->reserved));
 	f->detail[0] = '\0';
 	return 0;
 }

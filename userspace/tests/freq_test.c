@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "fake_sysfs.h"
@@ -158,6 +159,27 @@ TEST(options_struct_sizes)
 	o.sz = 0;
 	EXPECT_EQ(-EINVAL, tsc_freq_get(&f, &o));
 	EXPECT_EQ(0, tsc_freq_get(&f, NULL));
+}
+
+/*
+ * A newer caller's larger struct: fields past this library's are fine
+ * while zero, and refused, not ignored, once set.  Every version's fields
+ * start past the last one's padding, so the size tells them apart.
+ */
+TEST(options_from_a_newer_header)
+{
+	struct {
+		struct tsc_opts o;
+		uint64_t newer;
+	} n = { .o = { .sz = sizeof(n), .source = TSC_SOURCE_CALIBRATION,
+		       .calibrate_max_ms = 20, .calibrate_ppm = 1000 } };
+	struct tsc_freq f;
+
+	EXPECT_EQ(0, tsc_freq_get(&f, &n.o)) TH_LOG("%s", tsc_last_error());
+	n.newer = 1;
+	EXPECT_EQ(-EINVAL, tsc_freq_get(&f, &n.o));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "built against a newer libtsc.h"))
+		TH_LOG("%s", tsc_last_error());
 }
 
 TEST(diff_ppm)

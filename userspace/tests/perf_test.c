@@ -14,18 +14,18 @@
 
 /*
  * The kernel's cyc2ns scale for tsc_khz: ns = cycles * mult >> shift,
- * mult = (NSEC_PER_MSEC << shift) / khz, rounded down.  From it the
- * source recovers the kHz to within the precision it states.
+ * mult = (NSEC_PER_MSEC << shift) / khz, rounded to nearest
+ * (clocks_calc_mult_shift()).  The TSC's true rate is anywhere within the
+ * 0.5 kHz that tsc_khz rounds it to: the precision stated must cover both.
  */
 TEST(rate_within_its_precision)
 {
 	static const uint64_t khz[] = { 600000, 2095077, 2100000, 2600000, 3699999 };
 
 	for (size_t i = 0; i < sizeof(khz) / sizeof(khz[0]); i++)
-		for (uint16_t shift = 20; shift <= 32; shift += 4) {
-			uint64_t mult = (1000000ull << shift) / khz[i];
+		for (uint16_t shift = 19; shift <= 31; shift += 4) {
+			uint64_t mult = ((1000000ull << shift) + khz[i] / 2) / khz[i];
 			struct tsc_freq f;
-			double err;
 
 			if (mult > UINT32_MAX)
 				continue;
@@ -35,10 +35,15 @@ TEST(rate_within_its_precision)
 			/* Exactly 1e9 * 2^shift / mult. */
 			EXPECT_EQ((unsigned __int128)f.num * mult,
 				  ((unsigned __int128)1000000000 << shift) * f.den);
-			err = fabs(f.hz - (double)khz[i] * 1e3) / ((double)khz[i] * 1e3) * 1e6;
-			EXPECT_GE(f.precision_ppm, err)
-				TH_LOG("%llu kHz, shift %u: %.6f ppm off, %.6f ppm claimed",
-				       (unsigned long long)khz[i], shift, err, f.precision_ppm);
+			for (int end = -1; end <= 1; end += 2) {
+				double truth = (double)khz[i] * 1e3 + end * 499.9;
+				double err = fabs(f.hz - truth) / truth * 1e6;
+				EXPECT_GE(f.precision_ppm, err) {
+					TH_LOG("%llu kHz, shift %u, true rate %.1f Hz: %.6f ppm off, %.6f ppm claimed",
+					       (unsigned long long)khz[i], shift, truth, err,
+					       f.precision_ppm);
+				}
+			}
 		}
 }
 
@@ -92,8 +97,8 @@ TEST(this_machine)
 
 	TH_LOG("%d: %s", err, err ? tsc_last_error() : f.detail);
 	if (err) {
-		EXPECT_TRUE(err == -ENODATA || err == -EACCES || err == -EPERM ||
-			    err == -ENOENT || err == -ENOSYS);
+		/* Any errno perf_event_open() or mmap() gives, with the reason. */
+		EXPECT_GT(0, err);
 		EXPECT_EQ(0, strncmp(tsc_last_error(), "perf: ", 6));
 		return;
 	}
