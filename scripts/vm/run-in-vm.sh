@@ -62,6 +62,9 @@ while (($#)); do
 	esac
 done
 (($#)) || usage
+[[ $tmo =~ ^[1-9][0-9]*$ && $boot_tmo =~ ^[1-9][0-9]*$ ]] ||
+	die "--timeout and --boot-timeout take whole seconds, at least 1"
+((boot_tmo <= tmo)) || boot_tmo=$tmo
 if [[ -n $image ]]; then
 	[[ -z $kernel ]] || usage
 	[[ -r $image ]] || die "no readable $image"
@@ -148,7 +151,10 @@ boot_watch() {
 		waited=$((waited + 1))
 		grep -aq 'vmrun: starting command' "$log" 2>/dev/null && return 0
 	done
-	kill "$(cat "$log.pid")" || return 1
+	# Only our qemu: the pid file may be a dead one's, its pid reused.
+	local pid
+	pid=$(cat "$log.pid") && grep -aqF -- "$log.pid" "/proc/$pid/cmdline" &&
+		kill "$pid" || return 1
 	return 3
 }
 start=$(now) booted=''
@@ -220,7 +226,7 @@ trouble=$(grep -E '\[ *[0-9]+\.[0-9]+\].*(Kernel panic|BUG:|Oops|WARNING:|soft l
 # failing on its own.
 reported=$(sed -n 's/.*vmrun: command exited with status \([0-9]*\).*/\1/p' "$log" | tail -n1)
 if ((hung)); then
-	echo "run-in-vm: timeout: twice the command had not started after ${boot_tmo}s" >&2
+	echo "run-in-vm: timeout: the second boot too had not started the command after ${boot_tmo}s" >&2
 	exit 124
 fi
 # timeout gives 124, or 137 after -k; a status of 68 also makes qemu exit 137.

@@ -32,10 +32,12 @@ mkdir "$tmp/bin"
 cat > "$tmp/bin/qemu-system-x86_64" <<EOS
 #!/bin/bash
 n=\$((\$(cat $tmp/boots) + 1)); echo \$n > $tmp/boots
+args="\$*"
 while ((\$#)); do [[ \$1 == -pidfile ]] && echo \$\$ > "\$2"; shift; done
 cat $tmp/out.\$n
 rc=\$(cat $tmp/rc.\$n)
-[[ \$rc == hang ]] && exec sleep 60
+# Hangs as qemu, its arguments in its command line, where run-in-vm looks.
+[[ \$rc == hang ]] && exec -a "qemu-system-x86_64 \$args" sleep 60
 exit \$rc
 EOS
 chmod +x "$tmp/bin/qemu-system-x86_64"
