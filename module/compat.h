@@ -31,4 +31,17 @@ static inline bool cpu_is_isolated(int cpu)
 }
 #endif
 
+/*
+ * vm_flags_clear() came in 6.3, when vm_flags became writable only through
+ * helpers that also take the VMA's lock.
+ */
+#ifndef TSCFK_HAVE_VM_FLAGS_CLEAR
+#include <linux/mm.h>
+static inline void vm_flags_clear(struct vm_area_struct *vma,
+				  unsigned long flags)
+{
+	vma->vm_flags &= ~flags;
+}
+#endif
+
 #endif /* TSCFK_COMPAT_H */

@@ -115,12 +115,19 @@ static struct attribute *global_attrs[] = {
 	&dev_attr_max_skew_ticks.attr,
 	&dev_attr_monotonic_vs_reference.attr,
 	&dev_attr_remeasure.attr,
+	&tscfk_timekeeper_freq_attr.attr,
+	NULL
+};
+
+static struct bin_attribute *global_bin_attrs[] = {
+	&tscfk_clock_page_attr,
 	NULL
 };
 
 static const struct attribute_group global_group = {
 	.name = "tsc",
 	.attrs = global_attrs,
+	.bin_attrs = global_bin_attrs,
 };
 
 int tscfk_global_sysfs_init(struct device *cpu_root)

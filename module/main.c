@@ -116,9 +116,12 @@ static int __init tscfk_init(void)
 	if (err < 0)
 		goto err_cpu_sysfs;
 	hp_state = err;
-	err = tscfk_global_sysfs_init(cpu_root);
+	err = tscfk_clock_page_init();
 	if (err)
 		goto err_hotplug;
+	err = tscfk_global_sysfs_init(cpu_root);
+	if (err)
+		goto err_clock_page;
 
 	/*
 	 * Last, as nothing may fail after the first measurement: a side it
@@ -130,6 +133,8 @@ static int __init tscfk_init(void)
 	report();
 	return 0;
 
+err_clock_page:
+	tscfk_clock_page_exit();
 err_hotplug:
 	cpuhp_remove_state_nocalls(hp_state);
 err_cpu_sysfs:
@@ -154,6 +159,7 @@ static void __exit tscfk_exit(void)
 {
 	tscfk_measure_stop();
 	tscfk_global_sysfs_exit(cpu_root);
+	tscfk_clock_page_exit();
 	cpuhp_remove_state_nocalls(hp_state);
 	tscfk_measure_cancel();
 	tscfk_cpu_sysfs_exit();

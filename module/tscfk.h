@@ -101,6 +101,12 @@ void tscfk_pp_drop(struct tscfk_pp *pp);
 int tscfk_cpu_sysfs_init(void);
 void tscfk_cpu_sysfs_exit(void);
 
+/* clock_page.c: the timekeeper's mapping, in tsc/ beside the rest. */
+int tscfk_clock_page_init(void);
+void tscfk_clock_page_exit(void);
+extern struct bin_attribute tscfk_clock_page_attr;
+extern struct device_attribute tscfk_timekeeper_freq_attr;
+
 /* global_sysfs.c: /sys/devices/system/cpu/tsc/. */
 int tscfk_global_sysfs_init(struct device *cpu_root);
 void tscfk_global_sysfs_exit(struct device *cpu_root);

@@ -31,7 +31,7 @@ case $ko in
 *.xz) plain_ko=$tmp/tsc_freq_khz.ko; xz -dc "$ko" > "$plain_ko" ;;
 esac
 
-tests=(estimator_test unload lifecycle_test stress_test scaling_test clients_test
+tests=(estimator_test unload lifecycle_test clock_page_test stress_test scaling_test clients_test
        load sysfs_test trigger_test hotplug_test libtsc_test tsc_report_test tsc_jitter_test
        tsc_coreclock_test tsc_interference_test unload libtsc_test
        tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
@@ -105,7 +105,7 @@ for t in "${tests[@]}"; do
 		insmod "$ko"; st=$?
 		[ $st -eq 0 ] && ! loaded && st=1
 		result $st "$t" ;;
-	lifecycle_test|stress_test|scaling_test)
+	lifecycle_test|clock_page_test|stress_test|scaling_test)
 		run $t env TSCFK_KO="$plain_ko" "$bin/$t" ;;
 	clients_test)
 		run $t "$here/clients_test.sh" "$ko" "$bin" ;;

@@ -258,11 +258,18 @@ static inline const char *read_reason(int cpu)
 /*
  * Whether one read of a module file ('n' bytes into 'buf', or -errno) is
  * something the ABI allows: a status word, or one number and a newline; an
- * unmeasured CPU's numbers read as ENODATA.
+ * unmeasured CPU's numbers read as ENODATA, and so does the timekeeper's
+ * rate while the clocks do not read the TSC; the clock page is binary,
+ * its layout's version first.
  */
 static inline bool value_well_formed(const char *path, int n, const char *buf)
 {
 	int64_t v;
+
+	if (strstr(path, "/clock_page"))
+		return n >= 2 && (unsigned char)buf[0] + 256 * (unsigned char)buf[1] >= 1;
+	if (strstr(path, "/timekeeper_freq_millihz") && n == -ENODATA)
+		return true;
 
 	if (strstr(path, "/status")) {
 		return n > 0 && (!strcmp(buf, "reference\n") ||
