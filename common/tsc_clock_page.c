@@ -57,7 +57,7 @@ int tscfk_clock_page_fill(struct tscfk_clock_page *p,
 
 	if (expand(&real, s->cycle_last, s->mult, s->shift, s->xtime_sec,
 		   s->xtime_nsec) ||
-	    expand(&raw, s->raw_cycle_last, s->raw_mult, s->shift, s->raw_sec,
+	    expand(&raw, s->raw_cycle_last, s->raw_mult, s->raw_shift, s->raw_sec,
 		   s->raw_nsec))
 		return -1;
 	/*

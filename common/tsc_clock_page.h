@@ -26,7 +26,10 @@
  *
  * Updates follow the seqcount protocol: seq is odd while the module
  * writes; a reader reads seq, the fields, seq again, and retries if seq
- * was odd or changed.  Later versions only append: a reader that knows
+ * was odd or changed.  seq also stays odd while the page is not to be
+ * used at all (flags lack TSC: another clocksource, or the module is
+ * gone), so that a reader's fast path tests one bit, and reads flags only
+ * when it is set.  Later versions only append: a reader that knows
  * version N reads any page whose version is N or more.
  */
 #ifndef TSCFK_CLOCK_PAGE_H
@@ -52,7 +55,7 @@ struct tscfk_clock_page {
 	/* First cache line: all a reading of REALTIME/MONOTONIC/BOOTTIME needs. */
 	__u16 version;		/* TSCFK_CLOCK_PAGE_VERSION or later */
 	__u16 flags;
-	__u32 seq;		/* odd while being written */
+	__u32 seq;		/* odd while being written or not usable */
 	/* Changes on a step of the clocks, a resume, a clocksource change. */
 	__u32 generation;
 	__u32 mult_ns;		/* of REALTIME, MONOTONIC and BOOTTIME */
@@ -86,7 +89,7 @@ struct tscfk_clock_state {
 	__s64 wall_to_mono_ns;	/* MONOTONIC - REALTIME */
 	__s64 mono_to_boot_ns;	/* BOOTTIME - MONOTONIC */
 	__s64 tai_offset_s;	/* TAI - REALTIME */
-	__u32 raw_mult;
+	__u32 raw_mult, raw_shift;
 	__u64 raw_cycle_last;
 	__u64 raw_sec;
 	__u64 raw_nsec;		/* in 2^-shift ns */

@@ -58,6 +58,7 @@ static void state_of(struct tscfk_clock_state *s, const struct timekeeper *tk)
 	s->mono_to_boot_ns = timespec64_to_ns(&tk->monotonic_to_boot);
 	s->tai_offset_s = tk->tai_offset;
 	s->raw_mult = tk->tkr_raw.mult;
+	s->raw_shift = tk->tkr_raw.shift;
 	s->raw_cycle_last = tk->tkr_raw.cycle_last;
 	s->raw_sec = tk->raw_sec;
 	s->raw_nsec = tk->tkr_raw.xtime_nsec;
@@ -68,18 +69,22 @@ static void state_of(struct tscfk_clock_state *s, const struct timekeeper *tk)
 /*
  * The seqcount write side, by hand: the counter lives in the page, in the
  * layout userspace reads.  Each smp_wmb() pairs with the read barrier a
- * reader puts between its two reads of seq and the fields.
+ * reader puts between its two reads of seq and the fields.  seq is odd
+ * while the page is written, and stays odd while it is not to be used
+ * (the clocks do not read the TSC, or the module is gone): a reader's
+ * fast path tests one bit for all of it, and looks at flags only then.
  */
 static void write_begin(void)
 {
-	WRITE_ONCE(cp->seq, cp->seq + 1);
+	WRITE_ONCE(cp->seq, (cp->seq + 1) | 1);	/* odd, and changed */
 	smp_wmb();	/* seq odd before any field changes */
 }
 
-static void write_end(void)
+static void write_end(bool usable)
 {
 	smp_wmb();	/* every field written before seq is even again */
-	WRITE_ONCE(cp->seq, cp->seq + 1);
+	if (usable)
+		WRITE_ONCE(cp->seq, cp->seq + 1);
 }
 
 /* Called under the timekeeper's lock at every update: no sleeping. */
@@ -102,7 +107,7 @@ static int gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	    !tscfk_clock_page_fill(cp, &s))
 		flags |= TSCFK_CLOCK_TSC;
 	cp->flags = flags;
-	write_end();
+	write_end(flags & TSCFK_CLOCK_TSC);
 	raw_spin_unlock(&page_lock);
 	return NOTIFY_DONE;
 }
@@ -126,12 +131,14 @@ static ssize_t clock_page_read(struct file *file, struct kobject *kobj,
 			       loff_t off, size_t count)
 {
 	struct tscfk_clock_page snap;
-	size_t n;
+	size_t n = 0;
 
 	snapshot(&snap);
 	/* sysfs has cut count to the file's size, PAGE_SIZE. */
-	n = off < sizeof(snap) ? min_t(size_t, count, sizeof(snap) - off) : 0;
-	memcpy(buf, (char *)&snap + off, n);
+	if (off < sizeof(snap)) {
+		n = min_t(size_t, count, sizeof(snap) - off);
+		memcpy(buf, (char *)&snap + off, n);
+	}
 	memset(buf + n, 0, count - n);
 	return count;
 }
@@ -145,6 +152,8 @@ static int clock_page_mmap(struct file *file, struct kobject *kobj,
 	if (vma->vm_flags & (VM_WRITE | VM_EXEC))
 		return -EACCES;
 	vm_flags_clear(vma, VM_MAYWRITE | VM_MAYEXEC);
+	/* mremap() cannot grow it past the one page there is. */
+	vm_flags_set(vma, VM_DONTEXPAND);
 	/*
 	 * The mapping becomes one of page_file, and kernfs, seeing vm_file
 	 * changed, leaves it alone: its removal at rmmod will not unmap it.
@@ -187,9 +196,21 @@ int tscfk_clock_page_init(void)
 	page_file = shmem_file_setup("tsc_clock_page", PAGE_SIZE, VM_NORESERVE);
 	if (IS_ERR(page_file))
 		return PTR_ERR(page_file);
-	/* The timekeeper writes through the kernel's address: keep it here. */
+	/*
+	 * Nobody may write, truncate or punch the file, which a privileged
+	 * user could reach through /proc/PID/map_files/: a dropped page would
+	 * fault in as zeros, an even seq and a clock at 0.
+	 */
+	file_inode(page_file)->i_flags |= S_IMMUTABLE;
+	/*
+	 * The timekeeper writes through the kernel's address: the page stays
+	 * where it is, held by the module and kept off the LRU, so it is
+	 * never reclaimed nor written back (it needs no dirtying), and it is
+	 * not movable, since a pinned page would block memory offlining and
+	 * CMA where a movable one is expected.
+	 */
 	mapping_set_unevictable(page_file->f_mapping);
-	page = shmem_read_mapping_page(page_file->f_mapping, 0);
+	page = shmem_read_mapping_page_gfp(page_file->f_mapping, 0, GFP_KERNEL);
 	if (IS_ERR(page)) {
 		err = PTR_ERR(page);
 		goto err_file;
@@ -220,7 +241,7 @@ void tscfk_clock_page_exit(void)
 	write_begin();
 	cp->flags = TSCFK_CLOCK_GONE;
 	cp->generation++;
-	write_end();
+	write_end(false);
 	raw_spin_unlock_irqrestore(&page_lock, irqflags);
 	put_page(page);
 	fput(page_file);

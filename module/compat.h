@@ -32,8 +32,8 @@ static inline bool cpu_is_isolated(int cpu)
 #endif
 
 /*
- * vm_flags_clear() came in 6.3, when vm_flags became writable only through
- * helpers that also take the VMA's lock.
+ * vm_flags_clear() and vm_flags_set() came in 6.3, when vm_flags became
+ * writable only through helpers that also take the VMA's lock.
  */
 #ifndef TSCFK_HAVE_VM_FLAGS_CLEAR
 #include <linux/mm.h>
@@ -41,6 +41,12 @@ static inline void vm_flags_clear(struct vm_area_struct *vma,
 				  unsigned long flags)
 {
 	vma->vm_flags &= ~flags;
+}
+
+static inline void vm_flags_set(struct vm_area_struct *vma,
+				unsigned long flags)
+{
+	vma->vm_flags |= flags;
 }
 #endif
 

@@ -70,9 +70,11 @@ static struct tscfk_clock_state random_state(void)
 	if (mult > UINT32_MAX)
 		mult = UINT32_MAX;
 	s.shift = shift;
+	s.raw_shift = shift;
 	s.mult = (uint32_t)mult;
 	s.raw_mult = (uint32_t)(mult - mult / 1000 * (next() % 2));
-	s.cycle_last = next() >> (next() % 8);
+	/* Below 2^63: a few seconds after it stay below 2^64. */
+	s.cycle_last = next() >> (1 + next() % 8);
 	s.raw_cycle_last = s.cycle_last;
 	s.xtime_sec = next() % (1ull << 33);
 	s.xtime_nsec = next() % (NSEC_PER_SEC << shift);
@@ -122,7 +124,7 @@ TEST(every_clock_as_the_kernel_computes_it)
 				  tscfk_clock_ns(&mboot, p.cycle_last, t));
 			ASSERT_EQ(vdso_read(tai, t, s.cycle_last, s.mult, s.shift),
 				  tscfk_clock_ns(&mtai, p.cycle_last, t));
-			ASSERT_EQ(vdso_read(raw, t, s.raw_cycle_last, s.raw_mult, s.shift),
+			ASSERT_EQ(vdso_read(raw, t, s.raw_cycle_last, s.raw_mult, s.raw_shift),
 				  tscfk_clock_ns(&p.raw, s.raw_cycle_last, t)) {
 				TH_LOG("MONOTONIC_RAW, state %d", i);
 			}
