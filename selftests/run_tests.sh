@@ -32,7 +32,7 @@ case $ko in
 esac
 
 tests=(estimator_test unload lifecycle_test clock_page_test stress_test scaling_test clients_test
-       load sysfs_test trigger_test hotplug_test libtsc_test tsc_report_test tsc_jitter_test
+       load sysfs_test trigger_test hotplug_test libtsc_test sysclock_exact_test tsc_report_test tsc_jitter_test
        tsc_coreclock_test tsc_interference_test unload libtsc_test
        tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
        rt_spinner_test kernel_file_test kmemleak dmesg_clean)

@@ -178,6 +178,81 @@ int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts);
  */
 int tsc_clock_check(const struct tsc_clock *clk);
 
+/* ---- The system's own clocks at the cost of rdtsc (libtsc 1.1) ---- */
+
+/*
+ * The kernel's mapping from a TSC reading to its clocks, as the
+ * tsc_freq_khz module publishes it (tsc/clock_page, layout version 1 and
+ * later, whose first 64 bytes these are), rewritten at every timekeeper
+ * update.  At TSC reading t >= cycle_last, CLOCK_X is
+ * (t * mult + frac) / 2^64 + t * mult_ns + X_off, the kernel's own result.
+ */
+struct tsc_timepage {
+	uint16_t version;
+	uint16_t flags;		/* TSC_TIMEPAGE_TSC, TSC_TIMEPAGE_GONE */
+	uint32_t seq;		/* odd: being written, or not to be used */
+	uint32_t generation;	/* changes at steps, resumes, clocksource changes */
+	uint32_t mult_ns;
+	uint64_t cycle_last;
+	uint64_t mult;
+	uint64_t frac;
+	uint64_t real_off;
+	uint64_t mono_off;
+	uint64_t boot_off;
+};
+
+#define TSC_TIMEPAGE_TSC	0x1	/* the kernel's clocks read the TSC */
+#define TSC_TIMEPAGE_GONE	0x2	/* the module was unloaded */
+
+/* How a system clock reads the time; tsc_sysclock_init(3). */
+enum tsc_sysclock_path {
+	TSC_SYSCLOCK_NONE = 0,
+	TSC_SYSCLOCK_KERNEL,	/* the kernel's own mapping: its clocks, exactly */
+	TSC_SYSCLOCK_SYSCALL,	/* clock_gettime(), for the reason in why */
+};
+
+/*
+ * CLOCK_REALTIME, CLOCK_MONOTONIC and CLOCK_BOOTTIME as the kernel keeps
+ * them, NTP slewing, steps, leap seconds and suspend included, read with
+ * one rdtsc where the module's page is there and the kernel's clocks read
+ * the TSC; clock_gettime() where not.  Declare with TSC_SYSCLOCK() (on the
+ * heap: aligned_alloc(64, ...), zeroed, sz set by hand); any number of
+ * threads may read it once tsc_sysclock_init() returned.
+ */
+struct tsc_sysclock {
+	/* What a read touches: the page, kernel's or the library's. */
+	const volatile struct tsc_timepage *page;
+	uint64_t hot_reserved[7];	/* zero */
+
+	/* What the library keeps. */
+	size_t sz;		/* sizeof(struct tsc_sysclock), set by TSC_SYSCLOCK */
+	enum tsc_sysclock_path path;	/* at init; reads follow the kernel since */
+	char why[512];		/* why that path, in words */
+	uint64_t reserved[8];	/* zero */
+} __attribute__((aligned(64)));
+
+#define TSC_SYSCLOCK(name)						\
+	struct tsc_sysclock name = { .sz = sizeof(struct tsc_sysclock) }
+
+/* Options: declare with TSC_SYSCLOCK_OPTS(name, .field = value, ...). */
+struct tsc_sysclock_opts {
+	size_t sz;		/* set by TSC_SYSCLOCK_OPTS */
+	const char *sysfs_root;	/* as in struct tsc_opts */
+	size_t :0;		/* later fields start here: see struct tsc_opts */
+};
+
+#define TSC_SYSCLOCK_OPTS(name, ...)					\
+	struct tsc_sysclock_opts name = { .sz = sizeof(struct tsc_sysclock_opts), __VA_ARGS__ }
+
+/* 0, or a negative errno for a clock that cannot be read at all. */
+int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *opts);
+
+/*
+ * The readers' way out of their fast path, when the page's seq is odd or
+ * its ticks last a ns or more: not for calling directly.
+ */
+uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock);
+
 /* ---- Can TSC readings be compared across CPUs? ---- */
 
 enum tsc_cpu_status {
@@ -350,6 +425,67 @@ static inline uint64_t tsc_now_realtime(const struct tsc_clock *clk)
 	if (__builtin_expect(clk->conv.ns_int != 0, 0))
 		return tsc_ticks_to_ns(&clk->conv, tsc_rdtsc()) - clk->real_off;
 	return tsc_mul_frac(tsc_rdtsc(), clk->conv.ns_frac) - clk->real_off;
+}
+
+/*
+ * The system clocks from the page.  What the fast path tests, it tests
+ * before the rdtsc, so that nothing waits for the reading but the
+ * arithmetic; the sequence count is checked again after it.  seq odd (a
+ * write under way, or a page not to be used) and a TSC under 1 GHz leave
+ * the fast path for tsc__sysclock_slow().  On x86 loads are not reordered
+ * with loads: a compiler barrier is the acquire the reads need.  A reading
+ * before the page's cycle_last (this CPU's TSC a little behind the one the
+ * kernel last read, or a read the CPU ran early) counts as cycle_last, as
+ * the kernel counts it: no clock goes back across threads or paths.
+ */
+#define TSC__SYSCLOCK_REALTIME	0
+#define TSC__SYSCLOCK_MONOTONIC	1
+#define TSC__SYSCLOCK_BOOTTIME	2
+
+static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int clock)
+{
+	const volatile struct tsc_timepage *p = c->page;
+	__extension__ unsigned __int128 x;
+	uint32_t seq;
+	uint64_t off;
+
+	do {
+		uint64_t t, last;
+
+		seq = p->seq;
+		__asm__ __volatile__("" : : : "memory");
+		if (__builtin_expect((seq & 1) | p->mult_ns, 0))
+			return tsc__sysclock_slow(c, clock);
+		off = clock == TSC__SYSCLOCK_REALTIME ? p->real_off :
+		      clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
+		last = p->cycle_last;
+		t = tsc_rdtsc();
+		/* A compare and a branch never taken: cheaper than a cmov here. */
+		if (__builtin_expect(t < last, 0))
+			t = last;
+		x = t;
+		x = x * p->mult + p->frac;
+		__asm__ __volatile__("" : : : "memory");
+	} while (__builtin_expect(p->seq != seq, 0));
+	return (uint64_t)(x >> 64) + off;
+}
+
+/* CLOCK_REALTIME, in ns since the epoch, as clock_gettime() gives it. */
+static inline uint64_t tsc_sysclock_realtime(const struct tsc_sysclock *c)
+{
+	return tsc__sysclock_read(c, TSC__SYSCLOCK_REALTIME);
+}
+
+/* CLOCK_MONOTONIC, in ns. */
+static inline uint64_t tsc_sysclock_monotonic(const struct tsc_sysclock *c)
+{
+	return tsc__sysclock_read(c, TSC__SYSCLOCK_MONOTONIC);
+}
+
+/* CLOCK_BOOTTIME, in ns. */
+static inline uint64_t tsc_sysclock_boottime(const struct tsc_sysclock *c)
+{
+	return tsc__sysclock_read(c, TSC__SYSCLOCK_BOOTTIME);
 }
 
 #ifdef __cplusplus

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * libtsc's system clocks on the module's page, in a guest as root: every
+ * clock_gettime() of CLOCK_REALTIME, MONOTONIC and BOOTTIME lies between
+ * tsc_sysclock reads just before and after it (0 violations), with the
+ * clock slewed by adjtimex() at +500 and -500 ppm and stepped by +1 and
+ * -1 s; and timekeeper_freq_millihz follows the slew.  Where the kernel's
+ * clocks do not read the TSC the library says so and reads clock_gettime().
+ * Needs the module loaded.
+ */
+#include <math.h>
+#include <sched.h>
+#include <sys/timex.h>
+#include <sys/wait.h>
+
+#include "kselftest_harness.h"
+#include "tscfk_test.h"
+#include "libtsc.h"
+
+#define RATE_FILE	TSC_DIR "/timekeeper_freq_millihz"
+#define SAMPLES		5000
+
+static const clockid_t ids[3] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
+static const char *const names[3] = { "REALTIME", "MONOTONIC", "BOOTTIME" };
+
+/* The library's clock c, after everything before it (the read is unordered). */
+static uint64_t lib(const struct tsc_sysclock *s, int c)
+{
+	__asm__ __volatile__("lfence" : : : "memory");
+	return c == 0 ? tsc_sysclock_realtime(s) : c == 1 ? tsc_sysclock_monotonic(s) :
+	       tsc_sysclock_boottime(s);
+}
+
+static uint64_t sys(int c)
+{
+	struct timespec ts;
+
+	clock_gettime(ids[c], &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int violations(struct __test_metadata *_metadata, const struct tsc_sysclock *s,
+		      int c, const char *phase)
+{
+	int bad = 0;
+
+	for (int i = 0; i < SAMPLES; i++) {
+		uint64_t a = lib(s, c), k = sys(c), b = lib(s, c);
+
+		if (k < a || k > b) {
+			if (bad++ < 3)
+				TH_LOG("%s, %s: library %llu, clock_gettime %llu, library %llu",
+				       phase, names[c], (unsigned long long)a,
+				       (unsigned long long)k, (unsigned long long)b);
+		}
+	}
+	return bad;
+}
+
+/* adjtimex()'s frequency in ppm (scaled by 2^16, as the kernel wants it). */
+static int set_freq_ppm(long ppm)
+{
+	struct timex tx = { .modes = ADJ_FREQUENCY, .freq = ppm * 65536 };
+
+	return adjtimex(&tx) < 0 ? -errno : 0;
+}
+
+static int step(int sec)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += sec;
+	return clock_settime(CLOCK_REALTIME, &ts) ? -errno : 0;
+}
+
+FIXTURE(sys) {
+	struct tsc_sysclock s;
+};
+
+FIXTURE_SETUP(sys)
+{
+	REQUIRE_MODULE();
+	if (geteuid() != 0)
+		SKIP(return, "not root: cannot slew or step the clock");
+	self->s.sz = sizeof(self->s);
+	ASSERT_EQ(0, tsc_sysclock_init(&self->s, NULL)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("path %d: %s", self->s.path, self->s.why);
+}
+
+FIXTURE_TEARDOWN(sys)
+{
+	set_freq_ppm(0);
+}
+
+TEST_F(sys, exact_through_slews_and_steps)
+{
+	static const struct {
+		const char *name;
+		long ppm;
+		int step;
+	} phases[] = {
+		{ "free", 0, 0 }, { "+500 ppm", 500, 0 }, { "-500 ppm", -500, 0 },
+		{ "stepped +1 s", 0, 1 }, { "stepped -1 s", 0, -1 },
+	};
+	uint64_t khz, millihz;
+
+	if (self->s.path != TSC_SYSCLOCK_KERNEL)
+		SKIP(return, "%s", self->s.why);
+	/* The fast path's page: usable (seq even, TSC) before and after. */
+	EXPECT_EQ(0, self->s.page->seq & 1);
+	EXPECT_EQ(TSC_TIMEPAGE_TSC, self->s.page->flags);
+	ASSERT_EQ(0, read_u64(FREQ_FILE, &khz));
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+		ASSERT_EQ(0, set_freq_ppm(phases[i].ppm));
+		if (phases[i].step)
+			ASSERT_EQ(0, step(phases[i].step));
+		/* NTP takes a new frequency at its next second (second_overflow()). */
+		usleep(1100000);
+		for (int c = 0; c < 3; c++) {
+			EXPECT_EQ(0, violations(_metadata, &self->s, c, phases[i].name));
+		}
+		/* ticks per ns fall as the slewed ns grow: rate / (1 + ppm). */
+		ASSERT_EQ(0, read_u64(RATE_FILE, &millihz));
+		TH_LOG("%s: timekeeper %llu mHz, tsc_khz %llu", phases[i].name,
+		       (unsigned long long)millihz, (unsigned long long)khz);
+		EXPECT_GE(10e-6, fabs((double)millihz * (1 + phases[i].ppm * 1e-6) /
+				      ((double)khz * 1e6) - 1));
+	}
+	EXPECT_EQ(0, self->s.page->seq & 1);
+	EXPECT_EQ(TSC_TIMEPAGE_TSC, self->s.page->flags);
+}
+
+/*
+ * In a time namespace whose CLOCK_MONOTONIC is 1000 s ahead, the page
+ * (the initial namespace's clocks) is not the answer: clock_gettime() is,
+ * and the reason says so.
+ */
+TEST_F(sys, a_time_namespace)
+{
+	int status;
+	pid_t pid;
+	FILE *f;
+
+	if (unshare(CLONE_NEWTIME))
+		SKIP(return, "unshare(CLONE_NEWTIME): %s", strerror(errno));
+	f = fopen("/proc/self/timens_offsets", "w");
+	ASSERT_NE(NULL, f);
+	fprintf(f, "monotonic 1000 0\n");
+	ASSERT_EQ(0, fclose(f));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		TSC_SYSCLOCK(c);
+		uint64_t a, m, b;
+
+		if (tsc_sysclock_init(&c, NULL) || c.path != TSC_SYSCLOCK_SYSCALL ||
+		    !strstr(c.why, "time namespace"))
+			_exit(1);
+		a = sys(1);
+		m = tsc_sysclock_monotonic(&c);
+		b = sys(1);
+		_exit(a <= m && m <= b ? 0 : 2);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) TH_LOG("status %#x", status);
+}
+
+/* Where the kernel's clocks do not read the TSC: clock_gettime(), and why. */
+TEST_F(sys, clock_gettime_where_not_exact)
+{
+	if (self->s.path == TSC_SYSCLOCK_KERNEL)
+		SKIP(return, "the clocks read the TSC here: the exact path is the test");
+	EXPECT_EQ(TSC_SYSCLOCK_SYSCALL, self->s.path);
+	EXPECT_NE(NULL, strstr(self->s.why, "clock_gettime(): ")) TH_LOG("%s", self->s.why);
+	for (int c = 0; c < 3; c++) {
+		EXPECT_EQ(0, violations(_metadata, &self->s, c, "clock_gettime"));
+	}
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The system's own clocks from the kernel's mapping (the tsc_freq_khz
+ * module's tsc/clock_page), or from clock_gettime() where there is none.
+ *
+ * The page is mapped once per sysfs root and never unmapped: a reader on
+ * another thread may hold its address at any time.  A mapping outlives the
+ * module; an unloaded module's page says GONE, and the next
+ * tsc_sysclock_init() maps the new one (4 KiB left behind per reload).
+ *
+ * The page holds the clocks of the initial time namespace.  In a time
+ * namespace whose offsets are not zero, clock_gettime() adds them (the
+ * vDSO has a page of its own for that); the library takes that path then.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tsc_clock_page.h"
+
+/* The public view is the first cache line of the module's layout. */
+#define SAME(field) \
+	_Static_assert(offsetof(struct tsc_timepage, field) == \
+		       offsetof(struct tscfk_clock_page, field), #field " moved")
+SAME(version);
+SAME(flags);
+SAME(seq);
+SAME(generation);
+SAME(mult_ns);
+SAME(cycle_last);
+SAME(mult);
+SAME(frac);
+SAME(real_off);
+SAME(mono_off);
+SAME(boot_off);
+_Static_assert(sizeof(struct tsc_timepage) == 64, "one cache line");
+_Static_assert(TSC_TIMEPAGE_TSC == TSCFK_CLOCK_TSC && TSC_TIMEPAGE_GONE == TSCFK_CLOCK_GONE,
+	       "flags differ");
+_Static_assert(offsetof(struct tsc_sysclock, sz) == 64, "the hot line overflowed");
+
+#define PAGE_FILE	"/devices/system/cpu/tsc/clock_page"
+
+/* What a clock without a usable page reads: seq odd, no TSC. */
+static const struct tsc_timepage syscall_page __attribute__((aligned(64))) = {
+	.version = TSCFK_CLOCK_PAGE_VERSION,
+	.seq = 1,
+};
+
+/* Each root's page, newest first; entries live as long as the process. */
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mapped {
+	struct mapped *next;
+	const volatile struct tsc_timepage *page;
+	char root[];
+} *mapped;
+
+/* Map root's clock page: 0, or a negative errno and the reason. */
+static int map_page(const char *root, const volatile struct tsc_timepage **out)
+{
+	char path[512];
+	void *p;
+	int fd, err;
+
+	snprintf(path, sizeof(path), "%s%s", root, PAGE_FILE);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = errno;
+		if (err == ENOENT)
+			return tsc__fail(-ENOENT, "no %s: the tsc_freq_khz module (1.1 or later) is not loaded",
+					 path);
+		return tsc__fail(-err, "%s: %s", path, strerror(err));
+	}
+	p = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ, MAP_SHARED, fd, 0);
+	err = errno;
+	close(fd);
+	if (p == MAP_FAILED)
+		return tsc__fail(-err, "mmap of %s: %s", path, strerror(err));
+	if (((const volatile struct tsc_timepage *)p)->version < 1) {
+		munmap(p, (size_t)sysconf(_SC_PAGESIZE));
+		return tsc__fail(-EPROTO, "%s: layout version 0, not a clock page", path);
+	}
+	*out = p;
+	return 0;
+}
+
+/*
+ * The page of root, mapped once; mapped anew if the one held is of an
+ * unloaded module.  The old mapping stays: a reader may still be in it.
+ */
+static int page_of(const char *root, const volatile struct tsc_timepage **out)
+{
+	struct mapped *m;
+	int err = 0;
+
+	pthread_mutex_lock(&map_lock);
+	for (m = mapped; m && strcmp(m->root, root) != 0; m = m->next)
+		;
+	if (!m) {
+		size_t len = strlen(root) + 1;
+
+		m = calloc(1, sizeof(*m) + len);
+		if (!m) {
+			err = tsc__fail(-ENOMEM, "out of memory");
+			goto out;
+		}
+		memcpy(m->root, root, len);
+		m->next = mapped;
+		mapped = m;
+	}
+	if (!m->page || (m->page->flags & TSC_TIMEPAGE_GONE))
+		err = map_page(root, &m->page);
+	if (!err)
+		*out = m->page;
+out:
+	pthread_mutex_unlock(&map_lock);
+	return err;
+}
+
+/*
+ * The time namespace's offsets of CLOCK_MONOTONIC and CLOCK_BOOTTIME
+ * (which CLOCK_REALTIME has none of): 0 if none, 1 and the reason if
+ * there are.  No file (a kernel before 5.6, or no /proc): none.
+ */
+static int in_time_namespace(char *why, size_t size)
+{
+	FILE *f = fopen("/proc/self/timens_offsets", "re");
+	char line[128];
+	int found = 0;
+
+	if (!f)
+		return 0;
+	/* "monotonic 1000 0": a name, seconds, nanoseconds. */
+	while (!found && fgets(line, sizeof(line), f)) {
+		size_t name = strcspn(line, " \t");
+		char *end;
+		long long sec = strtoll(line + name, &end, 10);
+		long long nsec = strtoll(end, &end, 10);
+
+		if (sec || nsec) {
+			snprintf(why, size, "clock_gettime(): this process's time namespace offsets %.*s by %lld s %lld ns, which the kernel's page does not hold",
+				 (int)name, line, sec, nsec);
+			found = 1;
+		}
+	}
+	(void)fclose(f);	/* read only: nothing to lose */
+	return found;
+}
+
+int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *opts)
+{
+	const volatile struct tsc_timepage *p = &syscall_page;
+	const char *root = NULL;
+	size_t sz;
+
+	/*
+	 * First of all, a page that sends every read to clock_gettime(): a
+	 * clock that failed to initialise still reads the time, and threads
+	 * reading a clock initialised again see the old page or the new one,
+	 * never none.  (The page pointer is at offset 0, in any clock.)
+	 */
+	__atomic_store_n(&c->page, &syscall_page, __ATOMIC_RELEASE);
+	tsc__clear_error();
+	if (c->sz < offsetof(struct tsc_sysclock, why) + sizeof(c->why))
+		return tsc__fail(-EINVAL, "clock->sz is %zu: declare the clock with TSC_SYSCLOCK()",
+				 c->sz);
+	if (opts) {
+		int err = tsc__opts_check(opts, opts->sz, sizeof(*opts), "TSC_SYSCLOCK_OPTS");
+
+		if (err)
+			return err;
+		root = TSC__OPT(opts, struct tsc_sysclock_opts, sysfs_root);
+	}
+	root = tsc__sysfs_root(root);
+	sz = c->sz;
+	memset(&c->hot_reserved, 0, (sz < sizeof(*c) ? sz : sizeof(*c)) -
+	       offsetof(struct tsc_sysclock, hot_reserved));
+	c->sz = sz;
+	c->path = TSC_SYSCLOCK_SYSCALL;
+	if (in_time_namespace(c->why, sizeof(c->why)))
+		return 0;
+	if (page_of(root, &p)) {
+		snprintf(c->why, sizeof(c->why), "clock_gettime(): %s", tsc_last_error());
+		tsc__clear_error();
+		return 0;
+	}
+	/* The page follows the kernel from now on, whatever it says now. */
+	if (p->flags & TSC_TIMEPAGE_TSC) {
+		c->path = TSC_SYSCLOCK_KERNEL;
+		snprintf(c->why, sizeof(c->why),
+			 "the kernel's own mapping from the TSC to its clocks (tsc_freq_khz's clock_page, generation %u): exact",
+			 (unsigned int)p->generation);
+	} else {
+		char cs[32];
+
+		tsc__clocksource(root, cs, sizeof(cs));
+		snprintf(c->why, sizeof(c->why),
+			 "clock_gettime(): the kernel's clocks do not read the TSC (clocksource %s); reads take the page's fast path again when they do",
+			 cs[0] ? cs : "unknown");
+	}
+	__atomic_store_n(&c->page, p, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static uint64_t gettime(int clock)
+{
+	static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
+	struct timespec ts;
+
+	clock_gettime(ids[clock], &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * seq odd: a write under way (flags still say TSC: wait for it, briefly;
+ * the kernel writes a few dozen bytes) or a page not to be used.  Or a
+ * TSC under 1 GHz, whose whole ns per tick the fast path leaves out.
+ */
+uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
+{
+	const volatile struct tsc_timepage *p = c->page;
+
+	if (clock < TSC__SYSCLOCK_REALTIME || clock > TSC__SYSCLOCK_BOOTTIME)
+		clock = TSC__SYSCLOCK_MONOTONIC;
+	for (int tries = 0; tries < 100000; tries++) {
+		uint32_t seq = p->seq;
+		struct tscfk_clock_map m;
+		uint64_t t, last;
+
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (seq & 1) {
+			if (!(p->flags & TSC_TIMEPAGE_TSC))
+				break;
+			__builtin_ia32_pause();
+			continue;
+		}
+		m.mult_ns = p->mult_ns;
+		m.mult = p->mult;
+		m.frac = p->frac;
+		m.off = clock == TSC__SYSCLOCK_REALTIME ? p->real_off :
+			clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
+		last = p->cycle_last;
+		t = tsc_rdtsc_ordered();
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (p->seq == seq)
+			return tscfk_clock_ns(&m, last, t);
+	}
+	return gettime(clock);
+}

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * struct tsc_sysclock on a fake sysfs whose tsc/clock_page is a file the
+ * test writes: the page's mapping is what the readers compute, through the
+ * fast path and through the slow one (a TSC under 1 GHz); a page that is
+ * not to be used, or no page, gives clock_gettime() and says why; a write
+ * that never ends costs a bounded wait; the page is followed as it
+ * changes, and an unloaded module's page is mapped anew.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_sysfs.h"
+#include "internal.h"
+#include "tsc_clock_page.h"
+
+#define PAGE 4096
+
+static uint64_t now(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+FIXTURE(page) {
+	char dir[64], path[128];
+	struct tsc_clock clk;	/* this machine's TSC against CLOCK_MONOTONIC */
+	struct tscfk_clock_page p;
+};
+
+/* Write the page as the module would; the library's mapping sees it. */
+static void publish(struct __test_metadata *_metadata, const char *path,
+		    const struct tscfk_clock_page *p)
+{
+	char buf[PAGE] = { 0 };
+	int fd = open(path, O_WRONLY | O_CREAT, 0644);
+
+	ASSERT_LE(0, fd);
+	memcpy(buf, p, sizeof(*p));
+	ASSERT_EQ(PAGE, pwrite(fd, buf, PAGE, 0));
+	close(fd);
+}
+
+/*
+ * A page whose MONOTONIC is tsc_now()'s: mult the clock's ns fraction,
+ * no frac, mono_off the clock's with the sign the page's sum wants; the
+ * others a second and a minute on.
+ */
+FIXTURE_SETUP(page)
+{
+	TSC_OPTS(o, .source = TSC_SOURCE_CALIBRATION, .calibrate_max_ms = 50);
+	char cmd[256];
+
+	fake_root(_metadata, self->dir, sizeof(self->dir), 0);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/devices/system/cpu/tsc", self->dir);
+	ASSERT_EQ(0, system(cmd));
+	snprintf(self->path, sizeof(self->path), "%s/devices/system/cpu/tsc/clock_page",
+		 self->dir);
+	self->clk.sz = sizeof(self->clk);
+	ASSERT_EQ(0, tsc_clock_init(&self->clk, &o)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(0, self->clk.conv.ns_int) TH_LOG("a TSC under 1 GHz: the fixture needs 1 GHz up");
+	/* frac below 2^64 moves a result by less than 1 ns: up to 1 ns late. */
+	self->p = (struct tscfk_clock_page){
+		.version = 1, .flags = TSCFK_CLOCK_TSC, .seq = 2, .generation = 7,
+		.mult = self->clk.conv.ns_frac, .frac = 0x8000000000000000ull,
+		.mono_off = -self->clk.mono_off,
+	};
+	self->p.real_off = self->p.mono_off + 1000000000;
+	self->p.boot_off = self->p.mono_off + 60000000000;
+	publish(_metadata, self->path, &self->p);
+}
+
+FIXTURE_TEARDOWN(page)
+{
+	remove_root(self->dir);
+}
+
+static int init(struct tsc_sysclock *c, const char *dir)
+{
+	TSC_SYSCLOCK_OPTS(o, .sysfs_root = dir);
+
+	return tsc_sysclock_init(c, &o);
+}
+
+/* Each clock lies between tsc_now() before and after it, shifted. */
+static void expect_page_time(struct __test_metadata *_metadata, const struct tsc_sysclock *c,
+			     const struct tsc_clock *clk)
+{
+	for (int i = 0; i < 1000; i++) {
+		uint64_t a = tsc_now_ordered(clk), m = tsc_sysclock_monotonic(c);
+		uint64_t r = tsc_sysclock_realtime(c), b = tsc_sysclock_boottime(c);
+		uint64_t z = tsc_now_ordered(clk);
+
+		ASSERT_LE(a, m);
+		ASSERT_LE(m, z + 1);
+		ASSERT_LE(a + 1000000000, r);
+		ASSERT_LE(r, z + 1 + 1000000000);
+		ASSERT_LE(a + 60000000000, b);
+		ASSERT_LE(b, z + 1 + 60000000000);
+	}
+}
+
+TEST_F(page, the_pages_time)
+{
+	TSC_SYSCLOCK(c);
+
+	ASSERT_EQ(0, init(&c, self->dir)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(TSC_SYSCLOCK_KERNEL, c.path);
+	EXPECT_NE(NULL, strstr(c.why, "generation 7): exact")) TH_LOG("%s", c.why);
+	expect_page_time(_metadata, &c, &self->clk);
+	/* The page changes under the clock: the readers follow it. */
+	self->p.mono_off += 5000000000;
+	self->p.seq += 2;
+	publish(_metadata, self->path, &self->p);
+	{
+		uint64_t a = tsc_now_ordered(&self->clk) + 5000000000;
+		uint64_t m = tsc_sysclock_monotonic(&c);
+
+		EXPECT_LE(a, m);
+		EXPECT_LE(m, tsc_now_ordered(&self->clk) + 5000000000);
+	}
+}
+
+/*
+ * A TSC reading before cycle_last counts as cycle_last, as in the kernel:
+ * with cycle_last far ahead, every reading is the page's value there,
+ * exactly, the fraction included.
+ */
+TEST_F(page, readings_before_cycle_last)
+{
+	TSC_SYSCLOCK(c);
+	struct tscfk_clock_map real;
+	uint64_t want;
+
+	self->p.cycle_last = tsc_rdtsc() + (1ull << 40);
+	self->p.frac = 0xffffffffffffffffull;
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, init(&c, self->dir));
+	real = (struct tscfk_clock_map){ 0, self->p.mult, self->p.frac, self->p.real_off };
+	want = tscfk_clock_ns(&real, self->p.cycle_last, 0);
+	EXPECT_EQ(want, tsc_sysclock_realtime(&c));
+	EXPECT_EQ(want - 1000000000, tsc_sysclock_monotonic(&c));
+	EXPECT_EQ(want + 59000000000, tsc_sysclock_boottime(&c));
+	/* By hand: hi64(last * mult + frac) + off. */
+	EXPECT_EQ((uint64_t)(((unsigned __int128)self->p.cycle_last * self->p.mult +
+			      self->p.frac) >> 64) + self->p.real_off, want);
+}
+
+/* A TSC under 1 GHz: whole ns per tick, through the slow path. */
+TEST_F(page, whole_ns_per_tick)
+{
+	TSC_SYSCLOCK(c);
+	uint64_t t0, t1, m;
+	struct tscfk_clock_map map;
+
+	self->p.mult_ns = 2;
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, init(&c, self->dir));
+	map = (struct tscfk_clock_map){ 2, self->p.mult, self->p.frac, self->p.mono_off };
+	t0 = tsc_rdtsc_ordered();
+	m = tsc_sysclock_monotonic(&c);
+	t1 = tsc_rdtsc_ordered();
+	EXPECT_LE(tscfk_clock_ns(&map, 0, t0), m);
+	EXPECT_LE(m, tscfk_clock_ns(&map, 0, t1));
+}
+
+static void expect_syscall_time(struct __test_metadata *_metadata, const struct tsc_sysclock *c)
+{
+	uint64_t a = now(CLOCK_MONOTONIC), m = tsc_sysclock_monotonic(c);
+	uint64_t ra = now(CLOCK_REALTIME), r = tsc_sysclock_realtime(c);
+	uint64_t ba = now(CLOCK_BOOTTIME), b = tsc_sysclock_boottime(c);
+
+	EXPECT_LE(a, m);
+	EXPECT_LE(m, now(CLOCK_MONOTONIC));
+	EXPECT_LE(ra, r);
+	EXPECT_LE(r, now(CLOCK_REALTIME));
+	EXPECT_LE(ba, b);
+	EXPECT_LE(b, now(CLOCK_BOOTTIME));
+}
+
+/* The kernel's clocks left the TSC: seq odd, no TSC in flags. */
+TEST_F(page, not_to_be_used)
+{
+	TSC_SYSCLOCK(c);
+
+	self->p.flags = 0;
+	self->p.seq = 3;
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, init(&c, self->dir));
+	EXPECT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
+	EXPECT_NE(NULL, strstr(c.why, "do not read the TSC")) TH_LOG("%s", c.why);
+	expect_syscall_time(_metadata, &c);
+	/* ... and back: the same clock takes the fast path again. */
+	self->p.flags = TSCFK_CLOCK_TSC;
+	self->p.seq = 4;
+	publish(_metadata, self->path, &self->p);
+	expect_page_time(_metadata, &c, &self->clk);
+}
+
+/* A write that never ends (a writer that died mid-way): a bounded wait. */
+TEST_F(page, a_write_that_never_ends)
+{
+	TSC_SYSCLOCK(c);
+	uint64_t t0;
+
+	ASSERT_EQ(0, init(&c, self->dir));
+	self->p.seq = 5;
+	publish(_metadata, self->path, &self->p);
+	t0 = now(CLOCK_MONOTONIC);
+	expect_syscall_time(_metadata, &c);
+	EXPECT_GT(now(CLOCK_MONOTONIC) - t0, 0);
+	EXPECT_LT(now(CLOCK_MONOTONIC) - t0, 1000000000ull);
+}
+
+TEST_F(page, no_module)
+{
+	TSC_SYSCLOCK(c);
+
+	ASSERT_EQ(0, unlink(self->path));
+	ASSERT_EQ(0, init(&c, self->dir));
+	EXPECT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
+	EXPECT_NE(NULL, strstr(c.why, "module (1.1 or later) is not loaded")) TH_LOG("%s", c.why);
+	expect_syscall_time(_metadata, &c);
+}
+
+/* The module went and came back: its old page says GONE, init maps the new. */
+TEST_F(page, a_reloaded_module)
+{
+	TSC_SYSCLOCK(c);
+	TSC_SYSCLOCK(d);
+
+	ASSERT_EQ(0, init(&c, self->dir));
+	self->p.flags = TSCFK_CLOCK_GONE;
+	self->p.seq = 9;
+	publish(_metadata, self->path, &self->p);
+	expect_syscall_time(_metadata, &c);
+	/* A new module: a new file where the old one was. */
+	ASSERT_EQ(0, unlink(self->path));
+	self->p.flags = TSCFK_CLOCK_TSC;
+	self->p.seq = 2;
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, init(&d, self->dir));
+	EXPECT_EQ(TSC_SYSCLOCK_KERNEL, d.path);
+	expect_page_time(_metadata, &d, &self->clk);
+	expect_syscall_time(_metadata, &c);
+}
+
+TEST(sizes_and_options)
+{
+	struct tsc_sysclock c = { .sz = 8 };
+	struct {
+		struct tsc_sysclock_opts o;
+		uint64_t newer;
+	} n = { .o = { .sz = sizeof(n) }, .newer = 1 };
+
+	EXPECT_EQ(-EINVAL, tsc_sysclock_init(&c, NULL));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "TSC_SYSCLOCK()"));
+	/* A clock that failed to initialise still reads: clock_gettime(). */
+	expect_syscall_time(_metadata, &c);
+	c.sz = sizeof(c);
+	EXPECT_EQ(-EINVAL, tsc_sysclock_init(&c, &n.o));
+	n.newer = 0;
+	EXPECT_EQ(0, tsc_sysclock_init(&c, &n.o)) TH_LOG("%s", tsc_last_error());
+	EXPECT_NE(TSC_SYSCLOCK_NONE, c.path);
+}
+
+TEST_HARNESS_MAIN
