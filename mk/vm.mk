@@ -113,7 +113,7 @@ DEBUG_BUILD = $(BUILD)/debug
 # The checkers slow everything down several times under TCG: fewer
 # load/unload cycles, and not the tests of libtsc and its tools, which
 # run no kernel code of ours but the files' reads (sysfs_test has those).
-DEBUG_CYCLES ?= 50
+DEBUG_CYCLES ?= 20
 # ACPI for the CPUs (SeaBIOS's MP table lists one), not for IRQ routing:
 # under KASAN and TCG the interpreter runs _PRT past ACPICA's 30 s loop
 # timeout, and virtio-pci is left without an interrupt.
@@ -126,7 +126,7 @@ DEBUG_VM = scripts/vm/run-in-vm.sh --image $(1)/arch/x86/boot/bzImage --mem 2048
 	--boot-timeout 600 --append "$(DEBUG_APPEND)" --errors-on-console --env TSCFK_MARGIN_MS
 export TSCFK_MARGIN_MS
 vm-debug: TSCFK_MARGIN_MS = 5000
-DEBUG_SKIP := scaling_test clients_test libtsc_test tsc_report_test tsc_jitter_test \
+DEBUG_SKIP := scaling_test clients_test libtsc_test sysclock_exact_test tsc_report_test tsc_jitter_test \
 	tsc_coreclock_test tsc_interference_test
 vm-debug: selftests lib
 	@kdir=$$(scripts/vm/debug-kernel.sh) && \
@@ -142,7 +142,8 @@ vm-debug: selftests lib
 		--env TSCFK_FAKE_KO --env TSCFK_CYCLES --env TSCFK_SKIP --env TSCFK_SKIP_WHY \
 		--env TSCFK_OVERCOMMITTED -- \
 		selftests/run_tests.sh $(DEBUG_BUILD)/tsc_freq_khz.ko $(BUILD)/selftests && \
-	$(call DEBUG_VM,$$kdir) --smp 3 --append "$(RT_SPINNER_APPEND)" \
+	TSCFK_NO_PART2="the debug kernel on an AMD EPYC host: rmmod alone takes 1.5-1.9 s and cpu2's work does not start before the spinner moves (the module of 02002e2 fails the same way); part 2 runs in the three generic guests" \
+	$(call DEBUG_VM,$$kdir) --smp 3 --append "$(RT_SPINNER_APPEND)" --env TSCFK_NO_PART2 \
 		--log $(BUILD)/vm/debug-rt-spinner.log -- \
 		selftests/rt_spinner_test.sh $(DEBUG_BUILD)/tsc_freq_khz.ko $(BUILD)/selftests/rt_spinner
 	@! grep -a -e '^not ok' -e '^1\.\.0 # SKIP' $(BUILD)/vm/debug.log $(BUILD)/vm/debug-rt-spinner.log

@@ -37,7 +37,8 @@
 # (measure_isolated=1): the bounds must hold for those who ask.
 #
 # Usage: rt_spinner_test.sh MODULE.ko SPINNER   (root, module unloaded)
-# Environment: TSCFK_MARGIN_MS, the margin (default 1500 ms; the debug
+# Environment: TSCFK_NO_PART2, why part 2 cannot hold here (skipped then);
+# TSCFK_MARGIN_MS, the margin (default 1500 ms; the debug
 #   kernel's checkers make loading a module itself take seconds).
 
 here=$(dirname "$0")
@@ -233,12 +234,19 @@ ktap_check "with the spinner gone, the ordinary task ran" test -e "$tmp/canary"
 canary=''
 
 # --- 2. The spinner takes a CPU whose work has started ---
-if [ ! -w $cpu/cpu2/online ] || [ "$(cat $cpu/cpu2/online)" != 1 ]; then
+# Its premise is timing: cpu2's work starts, and cpu1's rmmod returns,
+# well within the 1 s before the spinner moves.  TSCFK_NO_PART2 names a
+# kernel too slow for that (the debug one on some hosts), and why.
+part2_skip=${TSCFK_NO_PART2:-}
+if [ -z "$part2_skip" ] && { [ ! -w $cpu/cpu2/online ] || [ "$(cat $cpu/cpu2/online)" != 1 ]; }; then
+	part2_skip="needs a third CPU, cpu2, online"
+fi
+if [ -n "$part2_skip" ]; then
 	for name in "the measurement ends within the bound" "cpu2 reads stalled, cpu1 measured" \
 		"the kernel log says so once" "rmmod is refused at once" \
 		"the module stays" "with the spinner gone, rmmod succeeds" \
 		"rmmod while cpu1's work waits to start is refused"; do
-		ktap_skip "$name" "needs a third CPU, cpu2, online"
+		ktap_skip "$name" "$part2_skip"
 	done
 	ktap_finish
 fi
