@@ -356,7 +356,19 @@ TEST(clock_check_follows_the_kernel)
 	EXPECT_NE(NULL, strstr(tsc_last_error(), "was tsc at the clock's anchor and is "))
 		TH_LOG("%s", tsc_last_error());
 	ASSERT_LT(0, write_file(CS_DIR "current_clocksource", "tsc", 3));
-	EXPECT_EQ(0, tsc_clock_check(&clk)) TH_LOG("%s", tsc_last_error());
+	/*
+	 * Back on tsc: the clocksource is no reason any more.  While the
+	 * kernel kept time with the emulated hpet its raw clock may have
+	 * parted from the TSC (306 us in 10 ms seen in a 4-vCPU guest on a
+	 * loaded host), which the rate check then rightly reports.
+	 */
+	{
+		int err = tsc_clock_check(&clk);
+
+		TH_LOG("back on tsc: %d %s", err, tsc_last_error());
+		EXPECT_TRUE(err == 0 || (err == -ERANGE &&
+					 strstr(tsc_last_error(), "from CLOCK_MONOTONIC_RAW")));
+	}
 }
 
 TEST_HARNESS_MAIN
