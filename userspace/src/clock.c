@@ -98,7 +98,7 @@ int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts)
 	return err;
 }
 
-static int64_t ns_now(clockid_t id)
+int64_t tsc__ns_now(clockid_t id)
 {
 	struct timespec ts;
 
@@ -127,8 +127,8 @@ static int64_t ns_now(clockid_t id)
 /* A suspend stops CLOCK_MONOTONIC and not CLOCK_BOOTTIME (nor the TSC). */
 static int check_suspend(const struct tsc_clock *clk)
 {
-	int64_t mono = ns_now(CLOCK_MONOTONIC), boot = ns_now(CLOCK_BOOTTIME);
-	int64_t width = ns_now(CLOCK_MONOTONIC) - mono;
+	int64_t mono = tsc__ns_now(CLOCK_MONOTONIC), boot = tsc__ns_now(CLOCK_BOOTTIME);
+	int64_t width = tsc__ns_now(CLOCK_MONOTONIC) - mono;
 	int64_t slept = (boot - mono) - (int64_t)(clk->base_boot_ns - clk->base_mono_ns);
 
 	if (slept > width + CHECK_SLACK_NS)
@@ -141,7 +141,7 @@ static int check_suspend(const struct tsc_clock *clk)
 static int check_rate(const struct tsc_clock *clk)
 {
 	uint64_t t0 = tsc_rdtsc_ordered();
-	int64_t raw = ns_now(CLOCK_MONOTONIC_RAW) - (int64_t)clk->base_raw_ns;
+	int64_t raw = tsc__ns_now(CLOCK_MONOTONIC_RAW) - (int64_t)clk->base_raw_ns;
 	uint64_t t1 = tsc_rdtsc_ordered();
 	int64_t ours = (int64_t)(tsc_ticks_to_ns(&clk->conv, t0 + (t1 - t0) / 2) -
 				 tsc_ticks_to_ns(&clk->conv, clk->base_ticks));

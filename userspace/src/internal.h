@@ -10,8 +10,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "libtsc.h"
+
 #include "tsc_offset.h"
 
 /* The frequencies anything here accepts: 1 MHz to 20 GHz. */
@@ -33,6 +35,9 @@
  * otherwise ignore without a word.
  */
 int tsc__opts_check(const void *opts, size_t sz, size_t known, const char *macro);
+
+/* clock.c: clock_gettime(id) in ns; -1 if it ever failed. */
+int64_t tsc__ns_now(clockid_t id);
 
 /*
  * The most one account in a frequency's detail takes, its NUL included:

@@ -211,10 +211,8 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 static uint64_t gettime(int clock)
 {
 	static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
-	struct timespec ts;
 
-	clock_gettime(ids[clock], &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return (uint64_t)tsc__ns_now(ids[clock]);
 }
 
 /*
