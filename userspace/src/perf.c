@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -84,7 +85,19 @@ int tsc__perf_open_failed(int err)
 	return tsc__fail(-err, "perf: perf_event_open: %s", strerror(err));
 }
 
-int tsc__freq_from_perf_page(struct tsc_freq *f)
+/*
+ * A dummy event, disabled, user space only: it counts nothing and is
+ * never scheduled; only its page is wanted.
+ *
+ * First for this CPU, not this thread.  The kernel turns on a static key
+ * (perf_sched_events) while any task-bound event exists and off again a
+ * second after the last one goes; each switch rewrites the scheduler's
+ * text on every CPU, with three IPIs to each, isolated ones included.  A
+ * CPU-bound event needs CAP_PERFMON or perf_event_paranoid <= 0, so the
+ * thread's own event, which paranoid 2 allows, is the fallback.  Sets
+ * *what to the kind that opened.
+ */
+static int perf_open_dummy(const char **what)
 {
 	struct perf_event_attr attr = {
 		.type = PERF_TYPE_SOFTWARE,
@@ -94,15 +107,31 @@ int tsc__freq_from_perf_page(struct tsc_freq *f)
 		.exclude_kernel = 1,
 		.exclude_hv = 1,
 	};
+	int cpu = sched_getcpu();
+
+	if (cpu >= 0) {
+		int fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1,
+				      PERF_FLAG_FD_CLOEXEC);
+
+		*what = "an event of this CPU";
+		if (fd >= 0 || (errno != EACCES && errno != EPERM))
+			return fd;
+	}
+	*what = "an event of this thread";
+	return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+int tsc__freq_from_perf_page(struct tsc_freq *f)
+{
 	long page = sysconf(_SC_PAGESIZE);
+	const char *what = "";
 	uint32_t mult = 0;
 	uint16_t shift = 0;
 	void *pg;
 	int fd, err;
 
 	tsc__clear_error();
-	/* This thread, any CPU: the least a user may be allowed to open. */
-	fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	fd = perf_open_dummy(&what);
 	if (fd < 0)
 		return tsc__perf_open_failed(errno);
 	pg = mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, fd, 0);
@@ -115,15 +144,16 @@ int tsc__freq_from_perf_page(struct tsc_freq *f)
 	munmap(pg, (size_t)page);
 	close(fd);
 	if (err == -ENODATA)
-		return tsc__fail(err, "perf: the kernel does not offer its TSC conversion (cap_user_time 0: its sched_clock is not the TSC's, as with kvm-clock, or the TSC is unstable)");
+		return tsc__fail(err, "perf: the page of %s does not offer the kernel's TSC conversion (cap_user_time 0: its sched_clock is not the TSC's, as with kvm-clock, or the TSC is unstable)",
+				 what);
 	if (err)
 		return tsc__fail(err, "perf: the page kept changing under 1000 reads");
 	err = tsc__freq_from_perf_mult(f, mult, shift);
 	if (err)
 		return err;
 	snprintf(f->detail, TSC__REASON_SIZE,
-		 "perf mmap page: time_mult %u, time_shift %u (the kernel's cyc2ns)",
-		 mult, shift);
+		 "perf mmap page of %s: time_mult %u, time_shift %u (the kernel's cyc2ns)",
+		 what, mult, shift);
 	return 0;
 }
 
