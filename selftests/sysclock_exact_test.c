@@ -4,8 +4,9 @@
  * clock_gettime() of CLOCK_REALTIME, MONOTONIC and BOOTTIME lies between
  * tsc_sysclock reads just before and after it (0 violations), with the
  * clock slewed by adjtimex() at +500 and -500 ppm and stepped by +1 and
- * -1 s; and timekeeper_freq_millihz follows the slew.  Where the kernel's
- * clocks do not read the TSC the library says so and reads clock_gettime().
+ * -1 s; and timekeeper_freq_millihz follows the slew, tsc_sysclock_rate()
+ * with it.  Where the kernel's clocks do not read the TSC the library says
+ * so and reads clock_gettime().
  * Needs the module loaded.
  */
 #include <math.h>
@@ -103,7 +104,7 @@ TEST_F(sys, exact_through_slews_and_steps)
 		{ "free", 0, 0 }, { "+500 ppm", 500, 0 }, { "-500 ppm", -500, 0 },
 		{ "stepped +1 s", 0, 1 }, { "stepped -1 s", 0, -1 },
 	};
-	uint64_t khz, millihz;
+	uint64_t khz, millihz, lib;
 
 	if (self->s.path != TSC_SYSCLOCK_KERNEL)
 		SKIP(return, "%s", self->s.why);
@@ -126,6 +127,9 @@ TEST_F(sys, exact_through_slews_and_steps)
 		       (unsigned long long)millihz, (unsigned long long)khz);
 		EXPECT_GE(10e-6, fabs((double)millihz * (1 + phases[i].ppm * 1e-6) /
 				      ((double)khz * 1e6) - 1));
+		/* The library reads the same figure off the page. */
+		ASSERT_EQ(0, tsc_sysclock_rate(&self->s, &lib)) TH_LOG("%s", tsc_last_error());
+		EXPECT_EQ(millihz, lib);
 	}
 	EXPECT_EQ(0, self->s.page->seq & 1);
 	EXPECT_EQ(TSC_TIMEPAGE_TSC, self->s.page->flags);

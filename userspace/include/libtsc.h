@@ -248,6 +248,13 @@ struct tsc_sysclock_opts {
 int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *opts);
 
 /*
+ * The rate, in millihertz, at which the clock counts the TSC now: on the
+ * kernel's page, its timekeeper's, NTP's frequency correction included.
+ * -ENODATA (and the reason) while the clock reads clock_gettime().
+ */
+int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz);
+
+/*
  * The readers' way out of their fast path, when the page's seq is odd or
  * its ticks last a ns or more: not for calling directly.
  */

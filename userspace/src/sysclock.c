@@ -251,3 +251,39 @@ uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
 	}
 	return gettime(clock);
 }
+
+int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz)
+{
+	const volatile struct tsc_timepage *p = c->page;
+	/* The rest of the module's layout, beyond the first cache line. */
+	const volatile struct tscfk_clock_page *kp = (const volatile void *)p;
+
+	tsc__clear_error();
+	if (!p || p == &syscall_page)
+		return tsc__fail(-ENODATA, "no rate: %s", c->why[0] ? c->why :
+				 "the clock was not initialised");
+	for (int tries = 0; tries < 100000; tries++) {
+		struct tscfk_clock_page k = { 0 };
+		uint32_t seq = p->seq;
+
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (seq & 1) {
+			if (!(p->flags & TSC_TIMEPAGE_TSC))
+				break;
+			__builtin_ia32_pause();
+			continue;
+		}
+		k.cycle_interval = kp->cycle_interval;
+		k.ntp_tick = kp->ntp_tick;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (p->seq != seq)
+			continue;
+		*millihz = tscfk_clock_rate_millihz(&k);
+		if (!*millihz)
+			return tsc__fail(-ERANGE, "the page's cycle_interval %llu and ntp_tick %llu give no rate",
+					 (unsigned long long)k.cycle_interval,
+					 (unsigned long long)k.ntp_tick);
+		return 0;
+	}
+	return tsc__fail(-ENODATA, "no rate: the kernel's clocks do not read the TSC now");
+}

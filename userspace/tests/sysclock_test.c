@@ -203,6 +203,44 @@ TEST_F(page, not_to_be_used)
 	expect_page_time(_metadata, &c, &self->clk);
 }
 
+/*
+ * The rate: 2600002 ticks in a 1 ms interval are 2600002000 Hz; NTP
+ * wanting the interval 10 ns shorter makes it 10 ppm more, to the mHz
+ * (2600028000.280 Hz, rounded down).  Followed as the page changes; none
+ * where the page is not to be used, and none that is nonsense.
+ */
+TEST_F(page, rate)
+{
+	TSC_SYSCLOCK(c);
+	uint64_t mhz = 0;
+
+	self->p.cycle_interval = 2600002;
+	self->p.ntp_tick = 1000000ull << 32;
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, init(&c, self->dir));
+	ASSERT_EQ(0, tsc_sysclock_rate(&c, &mhz)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(2600002000000ull, mhz);
+	self->p.ntp_tick = (1000000ull - 10) << 32;
+	self->p.seq += 2;
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, tsc_sysclock_rate(&c, &mhz));
+	EXPECT_EQ(2600028000280ull, mhz);
+	self->p.ntp_tick = 0;
+	self->p.seq += 2;
+	publish(_metadata, self->path, &self->p);
+	EXPECT_EQ(-ERANGE, tsc_sysclock_rate(&c, &mhz));
+	self->p.flags = 0;
+	self->p.seq += 1;
+	publish(_metadata, self->path, &self->p);
+	EXPECT_EQ(-ENODATA, tsc_sysclock_rate(&c, &mhz));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "do not read the TSC")) TH_LOG("%s", tsc_last_error());
+	{
+		TSC_SYSCLOCK(never_initialised);
+
+		EXPECT_EQ(-ENODATA, tsc_sysclock_rate(&never_initialised, &mhz));
+	}
+}
+
 /* A write that never ends (a writer that died mid-way): a bounded wait. */
 TEST_F(page, a_write_that_never_ends)
 {

@@ -31,23 +31,42 @@ fake_root() {
 	echo tsc > "$1/devices/system/clocksource/clocksource0/current_clocksource"
 }
 
+# The module's clock page ($1 root) as a file: layout 1, the kernel's
+# clocks on the TSC, seq even; cycle_interval $2 ticks per timekeeping
+# interval of ntp_tick $3 (ns << 32).  The rest of the mapping is zero.
+fake_clock_page() {
+	python3 - "$1/devices/system/cpu/tsc/clock_page" "$2" "$3" <<'PY'
+import struct, sys
+page = bytearray(4096)
+struct.pack_into("<HHII", page, 0, 1, 1, 2, 7)
+struct.pack_into("<QQ", page, 104, int(sys.argv[2]), int(sys.argv[3]))
+open(sys.argv[1], "wb").write(page)
+PY
+}
 
 # What the kernel says of the CPU: both flags mean CPUID's invariant TSC.
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 23
+ktap_plan 28
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--sysfs-root" \
 	"--output $tmp/missing/tsc.prom" "--output $tmp"
 
 fake_root "$tmp/good" 0 2600002
+# 1 ms of 2600002 kHz, which NTP wants to last 10 ns less: +10 ppm.
+ci=2600002 tick=$(((1000000 - 10) << 32))
+fake_clock_page "$tmp/good" $ci $tick
+rate=$(python3 -c "print($ci * 1000 * 10**9 * 2**32 // $tick)")
 "$tool" --sysfs-root "$tmp/good" --json > "$tmp/good.json"; st=$?
 ktap_check "JSON from the module's files validates against the schema" valid_json "$tmp/good.json" "$schema"
 got=$(json "$tmp/good.json" '(j["frequency"]["source"], j["frequency"]["hz"], j["offsets"]["source"], j["offsets"]["cpus"][1], j["kernel"])')
 echo "# $got"
 ktap_check "and carries their values" test "$got" = "('sysfs', 2600002000.0, 'module', {'cpu': 1, 'status': 'measured', 'offset_ticks': -40, 'min_ticks': -150, 'max_ticks': 100, 'probes': 1000, 'consistent': True}, {'clocksource': 'tsc', 'unstable': False})"
+got=$(json "$tmp/good.json" '(j["sysclock"]["path"], j["sysclock"]["rate_millihz"])')
+echo "# sysclock: $got; $(json "$tmp/good.json" 'j["sysclock"]["why"]')"
+ktap_check "the system clock: the page's path, at its rate ($rate mHz)" test "$got" = "('kernel', $rate)"
 want=$([ $invariant = True ] && echo 0 || echo 1)
 echo "# invariant TSC per /proc/cpuinfo: $invariant, exit $st"
 ktap_check "exit status is the verdict ($want)" test $st = "$want" -a "$(json "$tmp/good.json" 'j["verdict"]["trustworthy"]')" = $invariant
@@ -56,6 +75,8 @@ ktap_check "exit status is the verdict ($want)" test $st = "$want" -a "$(json "$
 ktap_check "promtool accepts the Prometheus text" promtool check metrics < "$tmp/good.prom"
 ktap_check "which carries the values" grep -qx 'tsc_frequency_hertz{source="sysfs"} 2600002000.000' "$tmp/good.prom"
 ktap_check "offsets in seconds" grep -qx 'tsc_offset_seconds{cpu="1",measured_by="module"} -1.53846e-08' "$tmp/good.prom"
+ktap_check "the timekeeper's rate in hertz, to the millihertz" \
+	grep -qx "tsc_timekeeper_frequency_hertz $((rate / 1000)).$(printf %03d $((rate % 1000)))" "$tmp/good.prom"
 
 # --output, as the systemd service uses it: the whole report, renamed over
 # the target (a new inode: never rewritten in place), mode 0644, no
@@ -100,6 +121,11 @@ echo "# $(json "$tmp/bad.json" 'j["frequency"]["detail"][:160]')"
 ktap_check "a bad frequency file is not believed, and not fatal" \
 	test $st != 3 -a "$(json "$tmp/bad.json" 'j["frequency"]["source"]')" != sysfs \
 	-a -n "$(grep -l 'not a plain decimal' "$tmp/bad.json")"
+got=$(json "$tmp/bad.json" '(j["sysclock"]["path"], j["sysclock"]["rate_millihz"], "module" in j["sysclock"]["why"])')
+ktap_check "no clock page: clock_gettime(), no rate, and why" test "$got" = "('syscall', None, True)"
+grep -q '^tsc_sysclock_info{path="syscall"} 1$' <("$tool" --sysfs-root "$tmp/bad" --prometheus) &&
+	! grep -q timekeeper <("$tool" --sysfs-root "$tmp/bad" --prometheus)
+ktap_check "and in Prometheus: the path, no rate" test $? = 0
 
 "$tool" --json > "$tmp/real.json"; st=$?
 ktap_check "on this system: exit 0 or 1" test $st -le 1
@@ -114,5 +140,13 @@ elif [ -d /sys/devices/system/cpu/tsc ]; then
 else
 	ktap_check "no module: the offsets are not the module's" \
 		test "$(json "$tmp/real.json" 'j["offsets"]["source"]')" != module
+fi
+file=/sys/devices/system/cpu/tsc/timekeeper_freq_millihz
+if [ -r $file ] && mhz=$(cat $file 2>/dev/null); then
+	ktap_check "on this system: the kernel's page, at the module's timekeeper rate" \
+		test "$(json "$tmp/real.json" '(j["sysclock"]["path"], j["sysclock"]["rate_millihz"])')" = "('kernel', $mhz)"
+else
+	ktap_check "on this system: no timekeeper rate (module absent, or not on tsc): none claimed" \
+		test "$(json "$tmp/real.json" 'j["sysclock"]["rate_millihz"]')" = None
 fi
 ktap_finish

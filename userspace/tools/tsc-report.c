@@ -51,12 +51,25 @@ static const char *const offsets_names[] = {
 	[TSC_OFFSETS_USERSPACE] = "userspace",
 };
 
+static const char *const path_names[] = {
+	[TSC_SYSCLOCK_NONE] = "none",
+	[TSC_SYSCLOCK_KERNEL] = "kernel",
+	[TSC_SYSCLOCK_SYSCALL] = "syscall",
+};
+
+/* The system clock's path, and the rate it counts the TSC at (0: none). */
+struct sysclock_view {
+	const struct tsc_sysclock *c;
+	uint64_t millihz;
+};
+
 static double ticks_to_ns(const struct tsc_freq *f, double ticks)
 {
 	return ticks * 1e9 / f->hz;
 }
 
-static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r)
+static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r,
+			const struct sysclock_view *sc)
 {
 	const struct tsc_freq *f = &clk->freq;
 
@@ -72,6 +85,12 @@ static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc
 	       r->clocksource[0] ? r->clocksource : "unknown",
 	       r->kernel_unstable < 0 ? "unknown (tsc_freq_khz not loaded)" :
 	       r->kernel_unstable ? "yes" : "no");
+	fprintf(out, "System clock   %s\n", sc->c->why);
+	if (sc->millihz)
+		fprintf(out, "               counts the TSC at %llu.%03llu Hz now (the timekeeper's, NTP's correction included: %+.3f ppm from the frequency above)\n",
+		       (unsigned long long)(sc->millihz / 1000),
+		       (unsigned long long)(sc->millihz % 1000),
+		       ((double)sc->millihz / 1e3 - f->hz) / f->hz * 1e6);
 	if (r->offsets_source == TSC_OFFSETS_NONE) {
 		fprintf(out, "Offsets        a single CPU: nothing to compare\n");
 	} else {
@@ -101,7 +120,8 @@ static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc
 	fprintf(out, "Verdict        %s\n", r->verdict);
 }
 
-static void print_json(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r)
+static void print_json(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r,
+		       const struct sysclock_view *sc)
 {
 	const struct tsc_freq *f = &clk->freq;
 	bool first = true;
@@ -126,6 +146,12 @@ static void print_json(FILE *out, const struct tsc_clock *clk, const struct tsc_
 		fprintf(out, "null");
 	fprintf(out, ", \"unstable\": %s},\n", r->kernel_unstable < 0 ? "null" :
 	       r->kernel_unstable ? "true" : "false");
+	fprintf(out, "  \"sysclock\": {\"path\": \"%s\", \"why\": ", path_names[sc->c->path]);
+	cli_json_str(out, sc->c->why);
+	if (sc->millihz)
+		fprintf(out, ", \"rate_millihz\": %llu},\n", (unsigned long long)sc->millihz);
+	else
+		fprintf(out, ", \"rate_millihz\": null},\n");
 	fprintf(out, "  \"offsets\": {\"source\": \"%s\", \"reference_cpu\": ",
 	       offsets_names[r->offsets_source]);
 	if (r->reference_cpu < 0)
@@ -172,7 +198,8 @@ static void prom_head(FILE *out, const char *name, const char *help)
 	fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
 }
 
-static void print_prometheus(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r)
+static void print_prometheus(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r,
+			     const struct sysclock_view *sc)
 {
 	const struct tsc_freq *f = &clk->freq;
 
@@ -192,6 +219,16 @@ static void print_prometheus(FILE *out, const struct tsc_clock *clk, const struc
 		fprintf(out, "tsc_kernel_clocksource_info{clocksource=\"");
 		prom_label(out, r->clocksource);
 		fprintf(out, "\"} 1\n");
+	}
+	prom_head(out, "tsc_sysclock_info",
+		  "How libtsc reads the system clocks: the kernel's page, or clock_gettime().");
+	fprintf(out, "tsc_sysclock_info{path=\"%s\"} 1\n", path_names[sc->c->path]);
+	if (sc->millihz) {
+		prom_head(out, "tsc_timekeeper_frequency_hertz",
+			  "The rate the kernel's clocks count the TSC at now, NTP's correction included.");
+		fprintf(out, "tsc_timekeeper_frequency_hertz %llu.%03llu\n",
+			(unsigned long long)(sc->millihz / 1000),
+			(unsigned long long)(sc->millihz % 1000));
 	}
 	if (r->offsets_source != TSC_OFFSETS_NONE) {
 		static const char *const bounds[][2] = {
@@ -342,6 +379,8 @@ int main(int argc, char **argv)
 	FILE *out = stdout;
 	bool userspace = false, verify = false;
 	TSC_CLOCK(clk);
+	TSC_SYSCLOCK(sysclk);
+	struct sysclock_view sc = { .c = &sysclk };
 	struct tsc_report r;
 	int opt, err;
 
@@ -397,12 +436,21 @@ int main(int argc, char **argv)
 	{
 		TSC_OPTS(co, .sysfs_root = root, .verify = verify);
 		TSC_REPORT_OPTS(ro, .sysfs_root = root, .userspace = userspace);
+		TSC_SYSCLOCK_OPTS(so, .sysfs_root = root);
 
 		err = tsc_clock_init(&clk, &co);
 		if (err) {
 			fprintf(stderr, "tsc-report: frequency: %s\n", tsc_last_error());
 			goto fail;
 		}
+		err = tsc_sysclock_init(&sysclk, &so);
+		if (err) {
+			fprintf(stderr, "tsc-report: system clock: %s\n", tsc_last_error());
+			goto fail;
+		}
+		/* No rate where clock_gettime() reads the clocks: why says so. */
+		if (tsc_sysclock_rate(&sysclk, &sc.millihz))
+			sc.millihz = 0;
 		err = tsc_report_get(&r, &ro);
 		if (err) {
 			fprintf(stderr, "tsc-report: %s\n", tsc_last_error());
@@ -410,11 +458,11 @@ int main(int argc, char **argv)
 		}
 	}
 	if (format == JSON)
-		print_json(out, &clk, &r);
+		print_json(out, &clk, &r, &sc);
 	else if (format == PROMETHEUS)
-		print_prometheus(out, &clk, &r);
+		print_prometheus(out, &clk, &r, &sc);
 	else
-		print_human(out, &clk, &r);
+		print_human(out, &clk, &r, &sc);
 	err = r.trustworthy ? 0 : EXIT_UNTRUSTED;
 	tsc_report_free(&r);
 	if (output) {
