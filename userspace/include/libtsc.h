@@ -209,13 +209,25 @@ enum tsc_sysclock_path {
 	TSC_SYSCLOCK_NONE = 0,
 	TSC_SYSCLOCK_KERNEL,	/* the kernel's own mapping: its clocks, exactly */
 	TSC_SYSCLOCK_SYSCALL,	/* clock_gettime(), for the reason in why */
+	TSC_SYSCLOCK_DISCIPLINED, /* the library's own mapping, slewed onto the system's */
 };
+
+/* Where no kernel mapping is, a disciplined clock, if asked for (1.1). */
+enum tsc_sysclock_discipline {
+	TSC_DISCIPLINE_NONE = 0,	/* clock_gettime() instead */
+	TSC_DISCIPLINE_HELPER,		/* a thread of the library's syncs it */
+	TSC_DISCIPLINE_CALLER,		/* the caller calls tsc_sysclock_sync() */
+};
+
+struct tsc__discipline;
 
 /*
  * CLOCK_REALTIME, CLOCK_MONOTONIC and CLOCK_BOOTTIME as the kernel keeps
  * them, NTP slewing, steps, leap seconds and suspend included, read with
  * one rdtsc where the module's page is there and the kernel's clocks read
- * the TSC; clock_gettime() where not.  Declare with TSC_SYSCLOCK() (on the
+ * the TSC; where not, clock_gettime(), or if asked for, a disciplined
+ * clock of the library's (tsc_sysclock_sync(3)), also one rdtsc, within
+ * microseconds of the system's.  Declare with TSC_SYSCLOCK() (on the
  * heap: aligned_alloc(64, ...), zeroed, sz set by hand); any number of
  * threads may read it once tsc_sysclock_init() returned.
  */
@@ -228,7 +240,8 @@ struct tsc_sysclock {
 	size_t sz;		/* sizeof(struct tsc_sysclock), set by TSC_SYSCLOCK */
 	enum tsc_sysclock_path path;	/* at init; reads follow the kernel since */
 	char why[512];		/* why that path, in words */
-	uint64_t reserved[8];	/* zero */
+	struct tsc__discipline *disc;	/* the library's, when disciplined */
+	uint64_t reserved[7];	/* zero */
 } __attribute__((aligned(64)));
 
 #define TSC_SYSCLOCK(name)						\
@@ -239,6 +252,7 @@ struct tsc_sysclock_opts {
 	size_t sz;		/* set by TSC_SYSCLOCK_OPTS */
 	const char *sysfs_root;	/* as in struct tsc_opts */
 	size_t :0;		/* later fields start here: see struct tsc_opts */
+	enum tsc_sysclock_discipline discipline;
 };
 
 #define TSC_SYSCLOCK_OPTS(name, ...)					\
@@ -249,10 +263,25 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 
 /*
  * The rate, in millihertz, at which the clock counts the TSC now: on the
- * kernel's page, its timekeeper's, NTP's frequency correction included.
- * -ENODATA (and the reason) while the clock reads clock_gettime().
+ * kernel's page, its timekeeper's, NTP's frequency correction included;
+ * disciplined, the library's.  -ENODATA (and the reason) while the clock
+ * reads clock_gettime().
  */
 int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz);
+
+/*
+ * A disciplined clock's sync, for TSC_DISCIPLINE_CALLER: call about once
+ * a second, from one thread at a time.  0, -EAGAIN (the system's clocks
+ * read too far apart to sample: again later), -EINVAL if not disciplined.
+ */
+int tsc_sysclock_sync(struct tsc_sysclock *c);
+
+/*
+ * Release what tsc_sysclock_init() took: a disciplined clock's helper
+ * thread and pages.  No thread may read the clock during or after it; the
+ * clock reads clock_gettime() until initialised again.
+ */
+void tsc_sysclock_fini(struct tsc_sysclock *c);
 
 /*
  * The readers' way out of their fast path, when the page's seq is odd or

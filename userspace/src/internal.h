@@ -39,6 +39,13 @@ int tsc__opts_check(const void *opts, size_t sz, size_t known, const char *macro
 /* clock.c: clock_gettime(id) in ns; -1 if it ever failed. */
 int64_t tsc__ns_now(clockid_t id);
 
+/* sysclock.c: the page of a clock that reads clock_gettime(). */
+extern const struct tsc_timepage tsc__syscall_page;
+/* The disciplined system clock (discipline.c). */
+int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper);
+int tsc__discipline_sync(struct tsc__discipline *d);
+void tsc__discipline_stop(struct tsc__discipline *d);
+
 /*
  * The most one account in a frequency's detail takes, its NUL included:
  * a source's own (each writes at most this much) and a skipped source's

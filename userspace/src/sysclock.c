@@ -48,7 +48,7 @@ _Static_assert(offsetof(struct tsc_sysclock, sz) == 64, "the hot line overflowed
 #define PAGE_FILE	"/devices/system/cpu/tsc/clock_page"
 
 /* What a clock without a usable page reads: seq odd, no TSC. */
-static const struct tsc_timepage syscall_page __attribute__((aligned(64))) = {
+const struct tsc_timepage tsc__syscall_page __attribute__((aligned(64))) = {
 	.version = TSCFK_CLOCK_PAGE_VERSION,
 	.seq = 1,
 };
@@ -153,9 +153,36 @@ static int in_time_namespace(char *why, size_t size)
 	return found;
 }
 
+/*
+ * The path without the kernel's mapping: a disciplined clock if asked for
+ * and possible, clock_gettime() otherwise; c->why holds why there is no
+ * kernel mapping, and gets the rest.
+ */
+static void without_kernel(struct tsc_sysclock *c, const char *root,
+			   enum tsc_sysclock_discipline disc)
+{
+	char no_kernel[sizeof(c->why)];
+	int n;
+
+	if (disc == TSC_DISCIPLINE_NONE)
+		return;
+	/* "clock_gettime(): " leads the reason: the rest says why. */
+	snprintf(no_kernel, sizeof(no_kernel), "%s", c->why + strlen("clock_gettime(): "));
+	if (tsc__discipline_start(c, root, disc == TSC_DISCIPLINE_HELPER)) {
+		snprintf(c->why, sizeof(c->why), "clock_gettime(): no disciplined clock: %.250s; and %.200s",
+			 tsc_last_error(), no_kernel);
+		tsc__clear_error();
+		return;
+	}
+	c->path = TSC_SYSCLOCK_DISCIPLINED;
+	n = (int)strlen(c->why);
+	snprintf(c->why + n, sizeof(c->why) - (size_t)n, "; not exact: %s", no_kernel);
+}
+
 int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *opts)
 {
-	const volatile struct tsc_timepage *p = &syscall_page;
+	enum tsc_sysclock_discipline disc = TSC_DISCIPLINE_NONE;
+	const volatile struct tsc_timepage *p = &tsc__syscall_page;
 	const char *root = NULL;
 	size_t sz;
 
@@ -165,9 +192,9 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 	 * reading a clock initialised again see the old page or the new one,
 	 * never none.  (The page pointer is at offset 0, in any clock.)
 	 */
-	__atomic_store_n(&c->page, &syscall_page, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
 	tsc__clear_error();
-	if (c->sz < offsetof(struct tsc_sysclock, why) + sizeof(c->why))
+	if (c->sz < offsetof(struct tsc_sysclock, reserved))
 		return tsc__fail(-EINVAL, "clock->sz is %zu: declare the clock with TSC_SYSCLOCK()",
 				 c->sz);
 	if (opts) {
@@ -176,6 +203,15 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 		if (err)
 			return err;
 		root = TSC__OPT(opts, struct tsc_sysclock_opts, sysfs_root);
+		disc = TSC__OPT(opts, struct tsc_sysclock_opts, discipline);
+		if (disc < TSC_DISCIPLINE_NONE || disc > TSC_DISCIPLINE_CALLER)
+			return tsc__fail(-EINVAL, "discipline %d: not one of enum tsc_sysclock_discipline",
+					 (int)disc);
+	}
+	/* Initialised before, disciplined: its helper and pages go first. */
+	if (c->disc) {
+		tsc__discipline_stop(c->disc);
+		c->disc = NULL;
 	}
 	root = tsc__sysfs_root(root);
 	sz = c->sz;
@@ -183,11 +219,15 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 	       offsetof(struct tsc_sysclock, hot_reserved));
 	c->sz = sz;
 	c->path = TSC_SYSCLOCK_SYSCALL;
-	if (in_time_namespace(c->why, sizeof(c->why)))
+	/* A disciplined clock follows clock_gettime(), the namespace's. */
+	if (in_time_namespace(c->why, sizeof(c->why))) {
+		without_kernel(c, root, disc);
 		return 0;
+	}
 	if (page_of(root, &p)) {
 		snprintf(c->why, sizeof(c->why), "clock_gettime(): %s", tsc_last_error());
 		tsc__clear_error();
+		without_kernel(c, root, disc);
 		return 0;
 	}
 	/* The page follows the kernel from now on, whatever it says now. */
@@ -203,9 +243,29 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 		snprintf(c->why, sizeof(c->why),
 			 "clock_gettime(): the kernel's clocks do not read the TSC (clocksource %s); reads take the page's fast path again when they do",
 			 cs[0] ? cs : "unknown");
+		without_kernel(c, root, disc);
+		if (c->path == TSC_SYSCLOCK_DISCIPLINED)
+			return 0;
 	}
 	__atomic_store_n(&c->page, p, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int tsc_sysclock_sync(struct tsc_sysclock *c)
+{
+	tsc__clear_error();
+	if (!c->disc)
+		return tsc__fail(-EINVAL, "not a disciplined clock: %s", c->why);
+	return tsc__discipline_sync(c->disc);
+}
+
+void tsc_sysclock_fini(struct tsc_sysclock *c)
+{
+	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
+	if (c->disc) {
+		tsc__discipline_stop(c->disc);
+		c->disc = NULL;
+	}
 }
 
 static uint64_t gettime(int clock)
@@ -222,11 +282,11 @@ static uint64_t gettime(int clock)
  */
 uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
 {
-	const volatile struct tsc_timepage *p = c->page;
-
 	if (clock < TSC__SYSCLOCK_REALTIME || clock > TSC__SYSCLOCK_BOOTTIME)
 		clock = TSC__SYSCLOCK_MONOTONIC;
 	for (int tries = 0; tries < 100000; tries++) {
+		/* Anew each time: a disciplined clock's writer swaps pages. */
+		const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_ACQUIRE);
 		uint32_t seq = p->seq;
 		struct tscfk_clock_map m;
 		uint64_t t, last;
@@ -254,17 +314,19 @@ uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
 
 int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz)
 {
-	const volatile struct tsc_timepage *p = c->page;
-	/* The rest of the module's layout, beyond the first cache line. */
-	const volatile struct tscfk_clock_page *kp = (const volatile void *)p;
-
 	tsc__clear_error();
-	if (!p || p == &syscall_page)
-		return tsc__fail(-ENODATA, "no rate: %s", c->why[0] ? c->why :
-				 "the clock was not initialised");
 	for (int tries = 0; tries < 100000; tries++) {
+		/* Anew each time, as in tsc__sysclock_slow(). */
+		const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_ACQUIRE);
+		/* The rest of the module's layout, beyond the first cache line. */
+		const volatile struct tscfk_clock_page *kp = (const volatile void *)p;
 		struct tscfk_clock_page k = { 0 };
-		uint32_t seq = p->seq;
+		uint32_t seq;
+
+		if (!p || p == &tsc__syscall_page)
+			return tsc__fail(-ENODATA, "no rate: %s", c->why[0] ? c->why :
+					 "the clock was not initialised");
+		seq = p->seq;
 
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (seq & 1) {

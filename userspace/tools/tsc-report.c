@@ -55,6 +55,7 @@ static const char *const path_names[] = {
 	[TSC_SYSCLOCK_NONE] = "none",
 	[TSC_SYSCLOCK_KERNEL] = "kernel",
 	[TSC_SYSCLOCK_SYSCALL] = "syscall",
+	[TSC_SYSCLOCK_DISCIPLINED] = "disciplined",
 };
 
 /* The system clock's path, and the rate it counts the TSC at (0: none). */

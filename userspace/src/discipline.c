@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The disciplined system clock: where the kernel publishes no mapping
+ * from the TSC to its clocks (the module absent, or a clocksource other
+ * than the TSC), the library keeps one of its own, in the module's page
+ * layout, so that the readers are the same code.  One thread re-syncs it
+ * about once a second (the caller's, through tsc_sysclock_sync(), or a
+ * helper the library starts), and slews it onto the system's clocks.
+ *
+ * CLOCK_MONOTONIC is the one disciplined: its rate is what the system's
+ * MONOTONIC did against the TSC since the last sync (NTP's slewing
+ * included), corrected by the error seen now spread over CONVERGE_S
+ * seconds, at most MAX_SLEW.  Each sync starts a new segment where the
+ * old one is at that moment: the clock is continuous and never goes back.
+ * REALTIME and BOOTTIME differ from it by offsets the kernel changes only
+ * in steps (settimeofday(), leap seconds; suspend), so the library takes
+ * them as they are at each sync: they step when the system's did.  The
+ * rule for MONOTONIC itself, which the kernel never steps: behind by more
+ * than STEP_NS (a TSC reset by a suspend, a thread that did not sync for
+ * long) it jumps forward to the system's; ahead by more (the TSC counted
+ * a suspend that MONOTONIC did not) it steps back to it, the one case it
+ * goes back.  Both change the generation.
+ *
+ * The readers are given one of two pages and the writer fills the other,
+ * then swaps: the page a reader holds is never odd while it is current
+ * (a writer preempted half-way would otherwise send every reader to
+ * clock_gettime(), which is not this clock).  The page left behind is
+ * made odd, so that a reader still in it retries through the slow path,
+ * which takes the current one.  See new_segment() for why no reader of
+ * the old page sees more than a later reader of the new one.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "tsc_clock_page.h"
+
+__extension__ typedef unsigned __int128 u128;
+
+#define SYNC_PERIOD_MS	1000
+#define CONVERGE_S	1.0		/* an error is slewed out over this */
+#define MAX_SLEW	1e-3		/* 1000 ppm: NTP slews at up to 500 */
+#define STEP_NS		10000000	/* MONOTONIC off by more: step */
+#define OFFSET_STEP_NS	10000		/* REALTIME, BOOTTIME offsets moved by more */
+#define FLOOR_SLACK_NS	2		/* two segments' roundings */
+#define LATE_READ_NS	1000		/* a reader's rdtsc after its seq check */
+#define SAMPLE_TRIES	8
+/*
+ * A sample is used if no wider than this, or than 4 times the narrowest
+ * seen at the start: clock_gettime() is a system call and a slow device
+ * read where the clocksource is hpet or acpi_pm.
+ */
+#define SAMPLE_MAX_NS	5000
+
+/* MONOTONIC = v0 + (t - t0) * mult / 2^shift, from t0 on. */
+struct segment {
+	uint64_t t0, v0;
+	uint32_t mult, shift;
+};
+
+struct tsc__discipline {
+	/* The readers' pages, alternately; each 128 bytes, 64-aligned. */
+	struct tscfk_clock_page pages[2];
+	struct tsc_sysclock *clock;
+	unsigned int cur;		/* the page the readers are given */
+	uint32_t generation;
+	struct segment seg;		/* the one on that page */
+	bool have_seg;
+	int64_t real_d, boot_d;		/* REALTIME, BOOTTIME minus MONOTONIC */
+	double ns_per_tick;		/* the system's MONOTONIC, lately */
+	uint64_t max_width;		/* the widest sample used */
+	uint64_t last_t, last_mono;	/* the last sample */
+	pthread_mutex_t lock;		/* one sync at a time */
+	/* The helper, if asked for, of process pid (a fork's child has none). */
+	bool helper;
+	pid_t pid;
+	pthread_t thread;
+	int stop_fd, set_fd;
+};
+
+/* One reading of the system's clocks, bracketed by the TSC. */
+struct sample {
+	uint64_t t, mono, width;
+	int64_t real_d, boot_d;
+};
+
+/*
+ * MONOTONIC between two reads of it, with REALTIME and BOOTTIME between
+ * them, and the TSC outside: the narrowest of a few tries.
+ */
+static void take_sample(struct sample *s)
+{
+	s->width = UINT64_MAX;
+	for (int i = 0; i < SAMPLE_TRIES; i++) {
+		uint64_t a = tsc_rdtsc_ordered();
+		int64_t m1 = tsc__ns_now(CLOCK_MONOTONIC), r = tsc__ns_now(CLOCK_REALTIME);
+		int64_t b = tsc__ns_now(CLOCK_BOOTTIME), m2 = tsc__ns_now(CLOCK_MONOTONIC);
+		uint64_t z = tsc_rdtsc_ordered();
+		int64_t mid = m1 + (m2 - m1) / 2;
+
+		if (m2 < m1 || z < a || (uint64_t)(m2 - m1) >= s->width)
+			continue;
+		s->width = (uint64_t)(m2 - m1);
+		s->t = a + (z - a) / 2;
+		s->mono = (uint64_t)mid;
+		s->real_d = r - mid;
+		s->boot_d = b - mid;
+	}
+}
+
+/* A segment at rate ns_per_tick, mult as large as 32 bits allow. */
+static struct segment segment(uint64_t t0, uint64_t v0, double ns_per_tick)
+{
+	struct segment g = { .t0 = t0, .v0 = v0, .shift = 32 };
+
+	while (g.shift > 1 && ldexp(ns_per_tick, (int)g.shift) >= 4294967295.0)
+		g.shift--;
+	g.mult = (uint32_t)llround(ldexp(ns_per_tick, (int)g.shift));
+	return g;
+}
+
+/* MONOTONIC on segment g at t (t before t0 counts as t0). */
+static uint64_t seg_at(const struct segment *g, uint64_t t)
+{
+	u128 x;
+
+	if (t < g->t0)
+		t = g->t0;
+	x = (u128)(t - g->t0) * g->mult;
+	return g->v0 + (uint64_t)(x >> g->shift);
+}
+
+/*
+ * Fill the page the readers are not given, swap, and leave the old one
+ * odd.  Returns the writer's TSC after the swap.
+ */
+static uint64_t publish(struct tsc__discipline *d)
+{
+	struct tscfk_clock_page *p = &d->pages[!d->cur], *old = &d->pages[d->cur];
+	const struct segment *g = &d->seg;
+	uint64_t real0 = g->v0 + (uint64_t)d->real_d;
+	struct tscfk_clock_state s = {
+		.cycle_last = g->t0, .mult = g->mult, .shift = g->shift,
+		.xtime_sec = real0 / 1000000000,
+		.xtime_nsec = (real0 % 1000000000) << g->shift,
+		.wall_to_mono_ns = -d->real_d, .mono_to_boot_ns = d->boot_d,
+		/* Not disciplined; the segment's, so that the page is whole. */
+		.raw_mult = g->mult, .raw_shift = g->shift, .raw_cycle_last = g->t0,
+		.raw_sec = g->v0 / 1000000000,
+		.raw_nsec = (g->v0 % 1000000000) << g->shift,
+		/* 2^20 ticks last 2^20 * mult / 2^shift ns: the rate. */
+		.cycle_interval = 1u << 20,
+		.ntp_tick = (uint64_t)g->mult << (20 + 32 - g->shift),
+	};
+	uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_RELAXED) | 1;
+
+	__atomic_store_n(&p->seq, seq, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	tscfk_clock_page_fill(p, &s);	/* shift is 1..32: cannot fail */
+	p->version = TSCFK_CLOCK_PAGE_VERSION;
+	p->flags = TSCFK_CLOCK_TSC;
+	p->generation = d->generation;
+	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->clock->page, (const volatile struct tsc_timepage *)p,
+			 __ATOMIC_RELEASE);
+	d->cur = !d->cur;
+	__atomic_store_n(&old->seq, __atomic_load_n(&old->seq, __ATOMIC_RELAXED) | 1,
+			 __ATOMIC_RELEASE);
+	/* Stores before the TSC read: a full fence, then lfence (AMD too). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return tsc_rdtsc_ordered();
+}
+
+/*
+ * A new segment at rate ns_per_tick from now on, starting where the old
+ * one is now, or (a step) at the system's MONOTONIC, sys_ns at TSC sys_t;
+ * published.
+ *
+ * Readers may still finish on the old page until the writer has marked
+ * it (done, the writer's TSC then): from now to done the new segment must
+ * be at or above the old.  It starts FLOOR_SLACK_NS above, which covers
+ * the two segments' roundings; if the old one is faster and the writer
+ * was delayed enough for it to catch up by done (the writer preempted), a
+ * segment from there is published, from the later of the two.
+ */
+static void new_segment(struct tsc__discipline *d, double ns_per_tick, bool step,
+			uint64_t sys_t, uint64_t sys_ns)
+{
+	uint64_t t0 = tsc_rdtsc_ordered();
+
+	for (int tries = 0; tries < 4; tries++) {
+		struct segment old = d->seg;
+		bool had = d->have_seg;
+		uint64_t v0, done, late, o, n;
+
+		if (step || !had)
+			v0 = sys_ns + (uint64_t)llround((double)(int64_t)(t0 - sys_t) * ns_per_tick);
+		else
+			v0 = seg_at(&old, t0) + FLOOR_SLACK_NS;
+		d->seg = segment(t0, v0, ns_per_tick);
+		d->have_seg = true;
+		done = publish(d);
+		if (step || !had)
+			return;
+		/* A reader's TSC read may run a little after its last check. */
+		late = done + (uint64_t)(LATE_READ_NS / ns_per_tick);
+		o = seg_at(&old, late);
+		n = seg_at(&d->seg, late);
+		if (o < n)
+			return;
+		t0 = done;
+		sys_t = late;
+		sys_ns = o + FLOOR_SLACK_NS;
+		step = true;
+	}
+}
+
+int tsc__discipline_sync(struct tsc__discipline *d)
+{
+	/* An offset read twice moves by up to the two samples' widths. */
+	const long long offset_step = OFFSET_STEP_NS > 2 * (long long)d->max_width ?
+				      OFFSET_STEP_NS : 2 * (long long)d->max_width;
+	struct sample s;
+	double rate, corr;
+	int64_t err;
+	bool gap;
+	int ret;
+
+	pthread_mutex_lock(&d->lock);
+	take_sample(&s);
+	ret = 0;
+	if (s.width > d->max_width) {
+		ret = tsc__fail(-EAGAIN, "sync: the system's clocks read %llu ns apart at best, over %llu ns: try again",
+				(unsigned long long)s.width, (unsigned long long)d->max_width);
+		goto out;
+	}
+	/*
+	 * The system's MONOTONIC against the TSC over half a second or
+	 * more; not across a suspend (MONOTONIC stood still, or the TSC
+	 * was reset), which only moves the starting point on.
+	 */
+	gap = s.t <= d->last_t || s.mono <= d->last_mono ||
+	      llabs(s.boot_d - d->boot_d) > offset_step;
+	if (!gap && s.mono - d->last_mono >= 500000000)
+		d->ns_per_tick = (double)(s.mono - d->last_mono) / (double)(s.t - d->last_t);
+	if (gap || s.mono - d->last_mono >= 500000000) {
+		d->last_t = s.t;
+		d->last_mono = s.mono;
+	}
+	rate = d->ns_per_tick;
+	if (llabs(s.real_d - d->real_d) > offset_step ||
+	    llabs(s.boot_d - d->boot_d) > offset_step) {
+		d->real_d = s.real_d;
+		d->boot_d = s.boot_d;
+		d->generation++;
+	}
+	err = (int64_t)(seg_at(&d->seg, s.t) - s.mono);
+	if (err > STEP_NS || err < -STEP_NS) {
+		d->generation++;
+		new_segment(d, rate, true, s.t, s.mono);
+		goto out;
+	}
+	corr = -(double)err / (CONVERGE_S * 1e9);
+	corr = corr > MAX_SLEW ? MAX_SLEW : corr < -MAX_SLEW ? -MAX_SLEW : corr;
+	new_segment(d, rate * (1 + corr), false, 0, 0);
+out:
+	pthread_mutex_unlock(&d->lock);
+	return ret;
+}
+
+/* A CANCEL_ON_SET timer: readable (ECANCELED) when the clock is set or the system resumes. */
+static int arm_set_fd(int fd)
+{
+	struct itimerspec far = { .it_value = { .tv_sec = (time_t)1 << 40 } };
+
+	return timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &far, NULL);
+}
+
+static void *helper(void *arg)
+{
+	struct tsc__discipline *d = arg;
+
+	for (;;) {
+		struct pollfd fds[2] = {
+			{ .fd = d->stop_fd, .events = POLLIN },
+			{ .fd = d->set_fd, .events = POLLIN },
+		};
+		int n = poll(fds, d->set_fd >= 0 ? 2 : 1, SYNC_PERIOD_MS);
+
+		if (n > 0 && fds[0].revents)
+			break;
+		if (n > 0 && fds[1].revents) {
+			uint64_t expired;
+
+			/* ECANCELED: the clock was set; re-arm, then sync now. */
+			if (read(d->set_fd, &expired, sizeof(expired)) < 0)
+				(void)arm_set_fd(d->set_fd);
+		}
+		/* A sample too noisy now is taken again next time. */
+		(void)tsc__discipline_sync(d);
+	}
+	return NULL;
+}
+
+static int start_helper(struct tsc__discipline *d)
+{
+	sigset_t all, old;
+	int err;
+
+	d->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (d->stop_fd < 0)
+		return tsc__fail(-errno, "eventfd: %s", strerror(errno));
+	d->set_fd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (d->set_fd >= 0 && arm_set_fd(d->set_fd)) {
+		close(d->set_fd);
+		d->set_fd = -1;		/* steps are then seen within a second */
+	}
+	/* The helper takes no signals: the application's threads do. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&d->thread, NULL, helper, d);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		if (d->set_fd >= 0)
+			close(d->set_fd);
+		close(d->stop_fd);
+		return tsc__fail(-err, "pthread_create: %s", strerror(err));
+	}
+	d->helper = true;
+	d->pid = getpid();
+	return 0;
+}
+
+int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper)
+{
+	TSC_OPTS(fo, .sysfs_root = root);
+	struct tsc__discipline *d;
+	struct tsc_freq f;
+	struct sample s;
+	int err;
+
+	if (tsc__tsc_available(root) == 0)
+		return tsc__fail(-ENODEV, "the kernel does not offer tsc as a clocksource (it marked the TSC unstable, or never trusted it): no TSC clock is kept in step across CPUs");
+	err = tsc_freq_get(&f, &fo);
+	if (err)
+		return err;
+	d = aligned_alloc(64, (sizeof(*d) + 63) / 64 * 64);
+	if (!d)
+		return tsc__fail(-ENOMEM, "out of memory");
+	memset(d, 0, sizeof(*d));
+	d->clock = c;
+	d->stop_fd = d->set_fd = -1;
+	pthread_mutex_init(&d->lock, NULL);
+	/* Both pages odd until written: a stale pointer never reads zeros. */
+	d->pages[0].seq = d->pages[1].seq = 1;
+	/* The narrowest of many: how close the system's clocks can be read here. */
+	take_sample(&s);
+	for (int i = 0; i < 20; i++) {
+		struct sample t;
+
+		take_sample(&t);
+		if (t.width < s.width)
+			s = t;
+	}
+	if (s.width == UINT64_MAX) {
+		err = tsc__fail(-EIO, "the system's clocks never read in order: nothing to anchor to");
+		goto fail;
+	}
+	d->max_width = s.width * 4 > SAMPLE_MAX_NS ? s.width * 4 : SAMPLE_MAX_NS;
+	d->ns_per_tick = 1e9 / f.hz;
+	d->real_d = s.real_d;
+	d->boot_d = s.boot_d;
+	d->last_t = s.t;
+	d->last_mono = s.mono;
+	new_segment(d, d->ns_per_tick, true, s.t, s.mono);
+	if (helper) {
+		err = start_helper(d);
+		if (err)
+			goto fail;
+	}
+	c->disc = d;
+	snprintf(c->why, sizeof(c->why),
+		 "disciplined: the library's own mapping from the TSC (%.6f MHz from %s), slewed onto clock_gettime() %s",
+		 f.hz / 1e6, tsc_source_name(f.source),
+		 helper ? "about once a second by a thread of the library's" :
+		 "at each tsc_sysclock_sync()");
+	return 0;
+fail:
+	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+	return err;
+}
+
+/* Stop the helper; the pages go with the clock, once no thread reads it. */
+void tsc__discipline_stop(struct tsc__discipline *d)
+{
+	if (d->helper) {
+		uint64_t one = 1;
+
+		if (d->pid == getpid() && write(d->stop_fd, &one, sizeof(one)) == sizeof(one))
+			pthread_join(d->thread, NULL);
+		if (d->set_fd >= 0)
+			close(d->set_fd);
+		close(d->stop_fd);
+	}
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The disciplined system clock, here, without the module: asked for, it
+ * is the path taken and says why; it follows the system's three clocks;
+ * started from a frequency 500 ppm wrong it converges on them; and under
+ * a writer re-syncing every 200 us, readers on other threads never see
+ * it go back, each on its own or against each other.  Its sync and its
+ * failures: a clock that is not disciplined refuses tsc_sysclock_sync(),
+ * and one re-initialised or finished stops its helper (the sanitizers
+ * see a leaked thread or page), in a forked child too, which has none.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_sysfs.h"
+#include "internal.h"
+
+static int64_t now(clockid_t id)
+{
+	return tsc__ns_now(id);
+}
+
+static int init(struct tsc_sysclock *c, const char *dir,
+		enum tsc_sysclock_discipline disc)
+{
+	TSC_SYSCLOCK_OPTS(o, .sysfs_root = dir, .discipline = disc);
+
+	return tsc_sysclock_init(c, &o);
+}
+
+/*
+ * The largest distance, over n reads, of each clock from clock_gettime()'s
+ * around it (0 if within); the reads a ms apart.
+ */
+static int64_t worst_error(const struct tsc_sysclock *c, int n)
+{
+	static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
+	int64_t worst = 0;
+
+	for (int i = 0; i < n; i++) {
+		for (int k = 0; k < 3; k++) {
+			int64_t a = now(ids[k]);
+			int64_t v = (int64_t)(k == 0 ? tsc_sysclock_realtime(c) :
+					      k == 1 ? tsc_sysclock_monotonic(c) :
+					      tsc_sysclock_boottime(c));
+			int64_t b = now(ids[k]);
+			int64_t e = v < a ? a - v : v > b ? v - b : 0;
+
+			if (e > worst)
+				worst = e;
+		}
+		usleep(1000);
+	}
+	return worst;
+}
+
+FIXTURE(disc) {
+	char dir[64];
+};
+
+FIXTURE_SETUP(disc)
+{
+	fake_root(_metadata, self->dir, sizeof(self->dir), 0);
+}
+
+FIXTURE_TEARDOWN(disc)
+{
+	remove_root(self->dir);
+}
+
+/* Asked for: the path, why, and the system's clocks, with a helper. */
+TEST_F(disc, follows_the_system_clocks)
+{
+	TSC_SYSCLOCK(c);
+	int64_t err;
+
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, c.path) TH_LOG("%s", c.why);
+	EXPECT_NE(NULL, strstr(c.why, "not exact: no ")) TH_LOG("%s", c.why);
+	EXPECT_NE(NULL, strstr(c.why, "by a thread of the library's")) TH_LOG("%s", c.why);
+	err = worst_error(&c, 2500);
+	TH_LOG("worst error over 2.5 s: %lld ns", (long long)err);
+	/* The anchoring sample's width (5 us at most) and a few ppm. */
+	EXPECT_GT(100000, err);
+	tsc_sysclock_fini(&c);
+	EXPECT_EQ(NULL, c.disc);
+}
+
+/* Not asked for: clock_gettime(), and no sync. */
+TEST_F(disc, only_when_asked_for)
+{
+	TSC_SYSCLOCK(c);
+
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_NONE));
+	EXPECT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
+	EXPECT_EQ(-EINVAL, tsc_sysclock_sync(&c));
+	EXPECT_EQ(-EINVAL, init(&c, self->dir, (enum tsc_sysclock_discipline)7));
+}
+
+struct race {
+	struct tsc_sysclock *c;
+	volatile bool stop;
+	uint64_t latest;	/* the largest value any reader has returned */
+	uint64_t back;		/* reads below one seen before them */
+	uint64_t reads, syncs;
+};
+
+static void *reader(void *arg)
+{
+	struct race *r = arg;
+	uint64_t mine = 0, n = 0;
+
+	while (!r->stop) {
+		uint64_t seen = __atomic_load_n(&r->latest, __ATOMIC_ACQUIRE);
+		uint64_t v;
+
+		__builtin_ia32_lfence();	/* read after seen, not before */
+		v = tsc_sysclock_monotonic(r->c);
+		if (v < seen || v < mine)
+			__atomic_fetch_add(&r->back, 1, __ATOMIC_RELAXED);
+		mine = v;
+		while (seen < v && !__atomic_compare_exchange_n(&r->latest, &seen, v, false,
+								__ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+			;
+		n++;
+	}
+	__atomic_fetch_add(&r->reads, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/*
+ * Started 500 ppm off (a fake tsc_freq_khz), synced by the caller every
+ * 200 us for 3 s while two threads read: never back, and at the end
+ * close to the system's clocks.
+ */
+TEST(converges_and_never_goes_back)
+{
+	struct tsc_clock clk = { .sz = sizeof(clk) };
+	TSC_OPTS(co, .source = TSC_SOURCE_CALIBRATION, .calibrate_max_ms = 50);
+	struct race r = { 0 };
+	pthread_t readers[2];
+	TSC_SYSCLOCK(c);
+	char dir[64];
+	int64_t t0, err;
+
+	ASSERT_EQ(0, tsc_clock_init(&clk, &co)) TH_LOG("%s", tsc_last_error());
+	fake_root(_metadata, dir, sizeof(dir), (uint64_t)(clk.freq.hz / 1e3 * (1 + 500e-6)));
+	ASSERT_EQ(0, init(&c, dir, TSC_DISCIPLINE_CALLER)) TH_LOG("%s", tsc_last_error());
+	remove_root(dir);
+	ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, c.path) TH_LOG("%s", c.why);
+	r.c = &c;
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&readers[i], NULL, reader, &r));
+	t0 = now(CLOCK_MONOTONIC);
+	while (now(CLOCK_MONOTONIC) - t0 < 3000000000) {
+		int e = tsc_sysclock_sync(&c);
+
+		EXPECT_TRUE(e == 0 || e == -EAGAIN) TH_LOG("%d: %s", e, tsc_last_error());
+		r.syncs++;
+		usleep(200);
+	}
+	r.stop = true;
+	for (int i = 0; i < 2; i++)
+		pthread_join(readers[i], NULL);
+	TH_LOG("%llu syncs, %llu reads", (unsigned long long)r.syncs,
+	       (unsigned long long)r.reads);
+	EXPECT_EQ(0, r.back);
+	EXPECT_LT(100000, r.reads);
+	err = worst_error(&c, 200);
+	TH_LOG("after 3 s: worst error %lld ns", (long long)err);
+	EXPECT_GT(100000, err);
+	tsc_sysclock_fini(&c);
+}
+
+/*
+ * A frequency far off makes MONOTONIC fall behind or run ahead by more
+ * than 10 ms within 200 ms: the sync steps it to the system's (forward,
+ * or back: the one case it goes back), and says so in the generation.
+ */
+TEST(far_off_steps)
+{
+	struct tsc_clock clk = { .sz = sizeof(clk) };
+	TSC_OPTS(co, .source = TSC_SOURCE_CALIBRATION, .calibrate_max_ms = 50);
+	static const double factor[] = { 2.0, 0.5 };	/* slow, then fast */
+
+	ASSERT_EQ(0, tsc_clock_init(&clk, &co)) TH_LOG("%s", tsc_last_error());
+	for (int i = 0; i < 2; i++) {
+		TSC_SYSCLOCK(c);
+		char dir[64];
+		uint32_t gen;
+		int64_t before, after, sys;
+
+		fake_root(_metadata, dir, sizeof(dir), (uint64_t)(clk.freq.hz / 1e3 * factor[i]));
+		ASSERT_EQ(0, init(&c, dir, TSC_DISCIPLINE_CALLER)) TH_LOG("%s", tsc_last_error());
+		remove_root(dir);
+		ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, c.path) TH_LOG("%s", c.why);
+		usleep(200000);
+		gen = c.page->generation;
+		before = (int64_t)tsc_sysclock_monotonic(&c);
+		sys = now(CLOCK_MONOTONIC);
+		EXPECT_LT(10000000, factor[i] > 1 ? sys - before : before - sys);
+		ASSERT_EQ(0, tsc_sysclock_sync(&c)) TH_LOG("%s", tsc_last_error());
+		EXPECT_NE(gen, c.page->generation);
+		after = (int64_t)tsc_sysclock_monotonic(&c);
+		EXPECT_GT(1000000, llabs(after - now(CLOCK_MONOTONIC)))
+			TH_LOG("x%.1f: %lld ns off after the step", factor[i],
+			       (long long)(after - now(CLOCK_MONOTONIC)));
+		tsc_sysclock_fini(&c);
+	}
+}
+
+/* Where the kernel withdrew tsc as a clocksource: clock_gettime(), and why. */
+TEST_F(disc, not_where_the_tsc_is_unstable)
+{
+	char path[256];
+	TSC_SYSCLOCK(c);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "mkdir -p %s/devices/system/clocksource/clocksource0",
+		 self->dir);
+	ASSERT_EQ(0, system(path));
+	snprintf(path, sizeof(path),
+		 "%s/devices/system/clocksource/clocksource0/available_clocksource", self->dir);
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	fprintf(f, "hpet acpi_pm \n");
+	ASSERT_EQ(0, fclose(f));
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER));
+	EXPECT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
+	EXPECT_NE(NULL, strstr(c.why, "no disciplined clock: the kernel does not offer tsc"))
+		TH_LOG("%s", c.why);
+	EXPECT_EQ(NULL, c.disc);
+}
+
+/* A fork's child has no helper: its clock still reads, and finishes. */
+TEST_F(disc, a_forked_child)
+{
+	TSC_SYSCLOCK(c);
+	int status;
+	pid_t pid;
+
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int64_t a = now(CLOCK_MONOTONIC), v = (int64_t)tsc_sysclock_monotonic(&c);
+
+		tsc_sysclock_fini(&c);	/* no helper to join here */
+		_exit(v >= a - 100000 && v <= now(CLOCK_MONOTONIC) + 100000 ? 0 : 1);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	tsc_sysclock_fini(&c);
+}
+
+/* Initialised again, and again disciplined: the old helper goes first. */
+TEST_F(disc, initialised_again)
+{
+	TSC_SYSCLOCK(c);
+	uint64_t mhz;
+
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER));
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER));
+	EXPECT_EQ(TSC_SYSCLOCK_DISCIPLINED, c.path);
+	ASSERT_EQ(0, tsc_sysclock_rate(&c, &mhz)) TH_LOG("%s", tsc_last_error());
+	EXPECT_LT(1000000000000ull, mhz);
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_NONE));
+	EXPECT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
+	EXPECT_EQ(NULL, c.disc);
+}
+
+TEST_HARNESS_MAIN
