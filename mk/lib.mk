@@ -30,6 +30,21 @@ bench: lib
 		done; \
 	fi
 	$(MAKE) --no-print-directory bench-windows
+	$(MAKE) --no-print-directory bench-accuracy
+
+# libtsc's clocks while the system's are slewed and stepped: always in a
+# guest (it adjusts the clocks of the machine it runs on), of each generic
+# kernel but the cloud ones, with 1 and 2 CPUs, the module loaded.
+bench-accuracy: lib
+	$(MAKE) -C bench all OUT=$(BUILD)/bench LIBTSC=$(BUILD)/userspace
+	@for k in $(filter-out %-cloud-amd64,$(GENERIC)); do \
+		$(MAKE) -s module KDIR=/lib/modules/$$k/build || exit 1; \
+		for n in 1 2; do \
+			echo "clock_accuracy in a guest of $$k with $$n CPUs:"; \
+			scripts/vm/run-in-vm.sh --quiet --kernel $$k --smp $$n --timeout 1200 -- sh -c \
+				"insmod tsc_freq_khz.ko && $(BUILD)/bench/clock_accuracy --adjust-clocks" || exit 1; \
+		done; \
+	done
 
 # clang-tidy and cppcheck over libtsc, its tools, tests and benchmarks: any
 # finding fails.  Coverage: the unit tests' line coverage of libtsc, with a
@@ -52,4 +67,4 @@ bench-smoke: lib
 fuzz:
 	$(MAKE) -C userspace fuzz OUT=$(BUILD)/userspace
 
-.PHONY: lib lib-check lib-lint lib-coverage lib-abi bench bench-smoke fuzz
+.PHONY: lib lib-check lib-lint lib-coverage lib-abi bench bench-smoke bench-accuracy fuzz

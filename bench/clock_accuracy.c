@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * How close libtsc's clocks stay to the system's while the system's own
+ * are slewed and stepped (as root: adjtimex() at +500 and -500 ppm,
+ * clock_settime() steps of +1 and -1 s), side by side in one run:
+ *
+ *   exact        struct tsc_sysclock on the module's page: clock_gettime()
+ *                between two library reads around it; violations counted.
+ *   disciplined  struct tsc_sysclock, TSC_DISCIPLINE_HELPER, on an empty
+ *                sysfs root (no page): the largest |library - system|, how
+ *                often MONOTONIC went back, and after a phase began how
+ *                long until every clock was within 20 us again.
+ *   anchored     struct tsc_clock, tsc_now(): anchored once at the raw
+ *                rate, against CLOCK_MONOTONIC.
+ *
+ * Usage: clock_accuracy --adjust-clocks [--quick] [--assert]
+ *   --adjust-clocks  required: it slews and steps this machine's clocks
+ *             (run it in a guest; make check does, in vm-bench-smoke)
+ *   --quick   5 s per phase instead of 60
+ *   --assert  exit 1 unless: no exact violations (where the page is the
+ *             kernel's), the disciplined MONOTONIC never went back, its
+ *             error within 2 ms through slews of 500 ppm, and every phase
+ *             back within 20 us after at most 3.5 s: a change of rate is
+ *             seen at the next sync and in full at the one after, and
+ *             corrected over a third (tsc_sysclock_sync(3)).
+ * Exit 4 (skip) when not root (the clocks cannot be slewed) or without
+ * --adjust-clocks.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/timex.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libtsc.h"
+
+#define CONVERGED_NS	20000
+#define SLEW_BOUND_NS	2000000
+#define CONVERGE_BOUND_NS 3500000000LL
+
+static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
+
+static int64_t ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t lib(const struct tsc_sysclock *c, int k)
+{
+	return (int64_t)(k == 0 ? tsc_sysclock_realtime(c) :
+			 k == 1 ? tsc_sysclock_monotonic(c) : tsc_sysclock_boottime(c));
+}
+
+static int set_freq_ppm(long ppm)
+{
+	struct timex tx = { .modes = ADJ_FREQUENCY, .freq = ppm * 65536 };
+
+	return adjtimex(&tx) < 0 ? -errno : 0;
+}
+
+static int step_s(int s)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += s;
+	return clock_settime(CLOCK_REALTIME, &ts) ? -errno : 0;
+}
+
+struct result {
+	uint64_t exact_viol, exact_samples;
+	int64_t disc_max[3], anchored_max;
+	uint64_t disc_back;
+	int64_t converged_ns;	/* -1: never within CONVERGED_NS to the end */
+};
+
+static int64_t absd(int64_t x)
+{
+	return x < 0 ? -x : x;
+}
+
+/* One phase: sample every ms for secs seconds. */
+static void run_phase(struct result *r, const struct tsc_sysclock *exact,
+		      const struct tsc_sysclock *disc, const struct tsc_clock *anchored,
+		      int secs)
+{
+	int64_t start = ns(CLOCK_MONOTONIC), last_bad = 0, prev_mono = 0;
+
+	memset(r, 0, sizeof(*r));
+	while (ns(CLOCK_MONOTONIC) - start < (int64_t)secs * 1000000000) {
+		int64_t worst = 0;
+		struct timespec ms = { .tv_nsec = 1000000 };
+
+		for (int k = 0; k < 3; k++) {
+			if (exact && exact->path == TSC_SYSCLOCK_KERNEL) {
+				int64_t a = lib(exact, k), s = ns(ids[k]), b = lib(exact, k);
+
+				r->exact_viol += s < a || s > b;
+				r->exact_samples++;
+			}
+			if (disc) {
+				int64_t a = ns(ids[k]), e = lib(disc, k), b = ns(ids[k]);
+
+				e = e < a ? e - a : e > b ? e - b : 0;
+				if (absd(e) > r->disc_max[k])
+					r->disc_max[k] = absd(e);
+				if (absd(e) > worst)
+					worst = absd(e);
+			}
+		}
+		if (disc) {
+			int64_t m = lib(disc, 1);
+
+			r->disc_back += m < prev_mono;
+			prev_mono = m;
+			if (worst > CONVERGED_NS)
+				last_bad = ns(CLOCK_MONOTONIC) - start;
+		}
+		{
+			int64_t a = ns(CLOCK_MONOTONIC), v = (int64_t)tsc_now(anchored);
+			int64_t b = ns(CLOCK_MONOTONIC);
+			int64_t e = v < a ? a - v : v > b ? v - b : 0;
+
+			if (e > r->anchored_max)
+				r->anchored_max = e;
+		}
+		nanosleep(&ms, NULL);
+	}
+	r->converged_ns = last_bad >= (int64_t)secs * 1000000000 - 50000000 ? -1 : last_bad;
+}
+
+#define CS_DIRS	{ "/devices", "/devices/system", "/devices/system/clocksource", \
+		  "/devices/system/clocksource/clocksource0" }
+#define CS_AVAIL "/devices/system/clocksource/clocksource0/available_clocksource"
+
+/*
+ * A sysfs root with no clock page, only the kernel's word on the TSC as a
+ * clocksource: the disciplined clock's, wherever the module is loaded.
+ * Created (make true) or removed.
+ */
+static int fake_root(const char *root, bool make)
+{
+	static const char *const dirs[] = CS_DIRS;
+	char path[256], buf[512];
+	size_t n = 0;
+	FILE *in, *out;
+
+	if (!make) {
+		snprintf(path, sizeof(path), "%s" CS_AVAIL, root);
+		unlink(path);
+		for (int i = 3; i >= 0; i--) {
+			snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
+			rmdir(path);
+		}
+		return rmdir(root);
+	}
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
+		if (mkdir(path, 0755))
+			return -1;
+	}
+	in = fopen("/sys" CS_AVAIL, "r");
+	if (in) {
+		n = fread(buf, 1, sizeof(buf), in);
+		(void)fclose(in);	/* read only */
+	}
+	snprintf(path, sizeof(path), "%s" CS_AVAIL, root);
+	out = fopen(path, "w");
+	if (!out)
+		return -1;
+	if (fwrite(buf, 1, n, out) != n) {
+		(void)fclose(out);	/* failing already */
+		return -1;
+	}
+	return fclose(out);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		long ppm;
+		int step;
+	} phases[] = {
+		{ "free", 0, 0 }, { "+500 ppm", 500, 0 }, { "free", 0, 0 },
+		{ "-500 ppm", -500, 0 }, { "free", 0, 0 },
+		{ "step +1 s", 0, 1 }, { "step -1 s", 0, -1 },
+	};
+	bool quick = false, check = false, adjust = false;
+	TSC_SYSCLOCK(exact);
+	TSC_SYSCLOCK(disc);
+	TSC_CLOCK(anchored);
+	char root[] = "/tmp/clock_accuracy.XXXXXX";
+	int secs, failed = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = true;
+		else if (!strcmp(argv[i], "--assert"))
+			check = true;
+		else if (!strcmp(argv[i], "--adjust-clocks"))
+			adjust = true;
+		else {
+			fprintf(stderr, "usage: clock_accuracy --adjust-clocks [--quick] [--assert]\n");
+			return 2;
+		}
+	}
+	if (!adjust) {
+		printf("clock_accuracy: skipped: it slews and steps this machine's clocks; say --adjust-clocks (in a guest)\n");
+		return 4;
+	}
+	secs = quick ? 5 : 60;
+	if (geteuid() != 0) {
+		printf("clock_accuracy: skipped: not root, the system's clocks cannot be slewed\n");
+		return 4;
+	}
+	if (tsc_clock_init(&anchored, NULL) || tsc_sysclock_init(&exact, NULL)) {
+		fprintf(stderr, "clock_accuracy: %s\n", tsc_last_error());
+		return 1;
+	}
+	{
+		TSC_SYSCLOCK_OPTS(o, .sysfs_root = root, .discipline = TSC_DISCIPLINE_HELPER);
+
+		if (!mkdtemp(root) || fake_root(root, true)) {
+			perror("clock_accuracy: a sysfs root without a page");
+			return 1;
+		}
+		if (tsc_sysclock_init(&disc, &o)) {
+			fprintf(stderr, "clock_accuracy: %s\n", tsc_last_error());
+			return 1;
+		}
+		if (fake_root(root, false))
+			fprintf(stderr, "clock_accuracy: could not remove %s\n", root);
+	}
+	printf("exact:       %s\n", exact.why);
+	printf("disciplined: %s\n", disc.why);
+	printf("%d s per phase, a sample of each clock every ms\n", secs);
+	printf("%-10s %14s | %12s %12s %12s %6s %12s | %14s\n", "phase", "exact viol.",
+	       "disc REAL", "disc MONO", "disc BOOT", "back", "converged", "anchored MONO");
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+		struct result r;
+		char conv[32], viol[32];
+		int err = set_freq_ppm(phases[i].ppm);
+
+		if (!err && phases[i].step)
+			err = step_s(phases[i].step);
+		if (err) {
+			fprintf(stderr, "clock_accuracy: %s: %s\n", phases[i].name, strerror(-err));
+			failed = 1;
+			break;
+		}
+		run_phase(&r, &exact, disc.path == TSC_SYSCLOCK_DISCIPLINED ? &disc : NULL,
+			  &anchored, secs);
+		if (exact.path == TSC_SYSCLOCK_KERNEL)
+			snprintf(viol, sizeof(viol), "%llu/%llu", (unsigned long long)r.exact_viol,
+				 (unsigned long long)r.exact_samples);
+		else
+			snprintf(viol, sizeof(viol), "n/a");
+		if (r.converged_ns < 0)
+			snprintf(conv, sizeof(conv), "never");
+		else
+			snprintf(conv, sizeof(conv), "%.3f s", (double)r.converged_ns / 1e9);
+		if (disc.path == TSC_SYSCLOCK_DISCIPLINED)
+			printf("%-10s %14s | %9lld ns %9lld ns %9lld ns %6llu %12s | %11lld ns\n",
+			       phases[i].name, viol, (long long)r.disc_max[0],
+			       (long long)r.disc_max[1], (long long)r.disc_max[2],
+			       (unsigned long long)r.disc_back, conv, (long long)r.anchored_max);
+		else
+			printf("%-10s %14s | %12s %12s %12s %6s %12s | %11lld ns\n",
+			       phases[i].name, viol, "n/a", "n/a", "n/a", "n/a", "n/a",
+			       (long long)r.anchored_max);
+		if (exact.path == TSC_SYSCLOCK_KERNEL && r.exact_viol)
+			failed = 1;
+		if (disc.path == TSC_SYSCLOCK_DISCIPLINED &&
+		    (r.disc_back || r.converged_ns < 0 || r.converged_ns > CONVERGE_BOUND_NS ||
+		     (!phases[i].step && r.disc_max[1] > SLEW_BOUND_NS)))
+			failed = 1;
+	}
+	set_freq_ppm(0);
+	tsc_sysclock_fini(&disc);
+	printf("bounds: exact 0 violations; disciplined never back, MONOTONIC within %d us through slews, every phase within %d us again after at most %.1f s\n",
+	       SLEW_BOUND_NS / 1000, CONVERGED_NS / 1000, CONVERGE_BOUND_NS / 1e9);
+	if (check && failed) {
+		printf("clock_accuracy: FAILED the bounds\n");
+		return 1;
+	}
+	return 0;
+}
