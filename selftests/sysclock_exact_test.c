@@ -136,6 +136,61 @@ TEST_F(sys, exact_through_slews_and_steps)
 }
 
 /*
+ * A leap second: two seconds before a UTC midnight with STA_INS set, the
+ * kernel repeats 23:59:59 and its REALTIME steps back a second.  Every
+ * clock_gettime() bracketed by two library reads within one generation
+ * of the page lies between them (a bracket the step falls in sees the
+ * generation change, and is the only kind that may not), and the page's
+ * generation announces the step.  The clock is put back where it would
+ * have been, the status cleared.
+ */
+TEST_F(sys, exact_across_a_leap_second)
+{
+	struct timex ins = { .modes = ADJ_STATUS, .status = STA_INS };
+	struct timex off = { .modes = ADJ_STATUS, .status = 0 };
+	struct timespec was, ts;
+	uint64_t mono0, prev = 0;
+	int bad = 0, straddled = 0, back = 0;
+	uint32_t gen0, gen1;
+
+	if (self->s.path != TSC_SYSCLOCK_KERNEL)
+		SKIP(return, "%s", self->s.why);
+	clock_gettime(CLOCK_REALTIME, &was);
+	mono0 = sys(1);
+	ts = (struct timespec){ .tv_sec = (was.tv_sec / 86400 + 1) * 86400 - 2 };
+	ASSERT_EQ(0, clock_settime(CLOCK_REALTIME, &ts)) TH_LOG("%s", strerror(errno));
+	ASSERT_LE(0, adjtimex(&ins)) TH_LOG("%s", strerror(errno));
+	gen0 = self->s.page->generation;
+	while (sys(1) - mono0 < 4500000000ull) {
+		uint32_t g1 = self->s.page->generation;
+		uint64_t a = lib(&self->s, 0), k = sys(0), b = lib(&self->s, 0);
+
+		if (self->s.page->generation != g1) {
+			straddled++;
+			continue;
+		}
+		if (k < a || k > b) {
+			if (bad++ < 3)
+				TH_LOG("library %llu, clock_gettime %llu, library %llu",
+				       (unsigned long long)a, (unsigned long long)k,
+				       (unsigned long long)b);
+		}
+		back += k < prev;
+		prev = k;
+	}
+	gen1 = self->s.page->generation;
+	adjtimex(&off);
+	ts.tv_sec = was.tv_sec + (time_t)((sys(1) - mono0) / 1000000000u);
+	ts.tv_nsec = was.tv_nsec;
+	clock_settime(CLOCK_REALTIME, &ts);
+	TH_LOG("REALTIME went back %d times; generation %u to %u, %d brackets saw it change",
+	       back, gen0, gen1, straddled);
+	EXPECT_EQ(0, bad);
+	EXPECT_EQ(1, back);	/* the leap second, once */
+	EXPECT_NE(gen0, gen1);
+}
+
+/*
  * In a time namespace whose CLOCK_MONOTONIC is 1000 s ahead, the page
  * (the initial namespace's clocks) is not the answer: clock_gettime() is,
  * and the reason says so.
