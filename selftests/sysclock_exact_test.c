@@ -146,20 +146,23 @@ TEST_F(sys, exact_through_slews_and_steps)
  */
 TEST_F(sys, exact_across_a_leap_second)
 {
-	struct timex ins = { .modes = ADJ_STATUS, .status = STA_INS };
-	struct timex off = { .modes = ADJ_STATUS, .status = 0 };
+	struct timex st = { 0 };
 	struct timespec was, ts;
+	int status;
 	uint64_t mono0, prev = 0;
 	int bad = 0, straddled = 0, back = 0;
 	uint32_t gen0, gen1;
 
 	if (self->s.path != TSC_SYSCLOCK_KERNEL)
 		SKIP(return, "%s", self->s.why);
+	ASSERT_LE(0, adjtimex(&st)) TH_LOG("%s", strerror(errno));
+	status = st.status;
 	clock_gettime(CLOCK_REALTIME, &was);
 	mono0 = sys(1);
 	ts = (struct timespec){ .tv_sec = (was.tv_sec / 86400 + 1) * 86400 - 2 };
 	ASSERT_EQ(0, clock_settime(CLOCK_REALTIME, &ts)) TH_LOG("%s", strerror(errno));
-	ASSERT_LE(0, adjtimex(&ins)) TH_LOG("%s", strerror(errno));
+	st = (struct timex){ .modes = ADJ_STATUS, .status = status | STA_INS };
+	ASSERT_LE(0, adjtimex(&st)) TH_LOG("%s", strerror(errno));
 	gen0 = self->s.page->generation;
 	while (sys(1) - mono0 < 4500000000ull) {
 		uint32_t g1 = self->s.page->generation;
@@ -179,10 +182,17 @@ TEST_F(sys, exact_across_a_leap_second)
 		prev = k;
 	}
 	gen1 = self->s.page->generation;
-	adjtimex(&off);
-	ts.tv_sec = was.tv_sec + (time_t)((sys(1) - mono0) / 1000000000u);
-	ts.tv_nsec = was.tv_nsec;
-	clock_settime(CLOCK_REALTIME, &ts);
+	/* The status as it was (STA_UNSYNC too), the time where it would be. */
+	st = (struct timex){ .modes = ADJ_STATUS, .status = status & ~(STA_INS | STA_DEL) };
+	adjtimex(&st);
+	{
+		uint64_t t = (uint64_t)was.tv_sec * 1000000000u + (uint64_t)was.tv_nsec +
+			     (sys(1) - mono0);
+
+		ts = (struct timespec){ .tv_sec = (time_t)(t / 1000000000u),
+					.tv_nsec = (long)(t % 1000000000u) };
+		clock_settime(CLOCK_REALTIME, &ts);
+	}
 	TH_LOG("REALTIME went back %d times; generation %u to %u, %d brackets saw it change",
 	       back, gen0, gen1, straddled);
 	EXPECT_EQ(0, bad);

@@ -252,7 +252,8 @@ struct tsc_sysclock_opts {
 	size_t sz;		/* set by TSC_SYSCLOCK_OPTS */
 	const char *sysfs_root;	/* as in struct tsc_opts */
 	size_t :0;		/* later fields start here: see struct tsc_opts */
-	enum tsc_sysclock_discipline discipline;
+	enum tsc_sysclock_discipline discipline;	/* 1.1 */
+	size_t :0;		/* and here */
 };
 
 #define TSC_SYSCLOCK_OPTS(name, ...)					\
@@ -277,9 +278,9 @@ int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz);
 int tsc_sysclock_sync(struct tsc_sysclock *c);
 
 /*
- * Release what tsc_sysclock_init() took: a disciplined clock's helper
- * thread and pages.  No thread may read the clock during or after it; the
- * clock reads clock_gettime() until initialised again.
+ * Stop a disciplined clock's helper thread; the clock reads clock_gettime()
+ * until initialised again.  Threads may go on reading it: its pages are
+ * kept (a few hundred bytes), as the module's mapping is.
  */
 void tsc_sysclock_fini(struct tsc_sysclock *c);
 

@@ -14,12 +14,17 @@
  * old one is at that moment: the clock is continuous and never goes back.
  * REALTIME and BOOTTIME differ from it by offsets the kernel changes only
  * in steps (settimeofday(), leap seconds; suspend), so the library takes
- * them as they are at each sync: they step when the system's did.  The
- * rule for MONOTONIC itself, which the kernel never steps: behind by more
- * than STEP_NS (a TSC reset by a suspend, a thread that did not sync for
- * long) it jumps forward to the system's; ahead by more (the TSC counted
- * a suspend that MONOTONIC did not) it steps back to it, the one case it
- * goes back.  Both change the generation.
+ * them as they are at each sync, each on its own: they step when the
+ * system's did.  The rule for MONOTONIC itself, which the kernel never
+ * steps: behind by more than STEP_NS (a TSC reset by a suspend, a sync
+ * long overdue) it jumps forward to the system's; ahead by more, it steps
+ * back only if BOOTTIME's offset jumped in the same sync (a suspend that
+ * the TSC counted and MONOTONIC did not), and is slewed otherwise.  Steps
+ * change the generation.
+ *
+ * A clock's pages are never freed: a reader on another thread may still
+ * hold one (as the module's mappings are never unmapped).  fini and a
+ * new init stop the helper first, then retire the block, both pages odd.
  *
  * The readers are given one of two pages and the writer fills the other,
  * then swaps: the page a reader holds is never odd while it is current
@@ -54,6 +59,7 @@ __extension__ typedef unsigned __int128 u128;
 #define OFFSET_STEP_NS	10000		/* REALTIME, BOOTTIME offsets moved by more */
 #define FLOOR_SLACK_NS	2		/* two segments' roundings */
 #define LATE_READ_NS	1000		/* a reader's rdtsc after its seq check */
+#define HORIZON_NS	50000		/* new >= old from t0 to this after it */
 #define SAMPLE_TRIES	8
 /*
  * A sample is used if no wider than this, or than 4 times the narrowest
@@ -81,12 +87,19 @@ struct tsc__discipline {
 	uint64_t max_width;		/* the widest sample used */
 	uint64_t last_t, last_mono;	/* the last sample */
 	pthread_mutex_t lock;		/* one sync at a time */
-	/* The helper, if asked for, of process pid (a fork's child has none). */
+	bool unusable;			/* the kernel withdrew tsc since */
+	char root[256];			/* sysfs, for the kernel's word on tsc */
+	/* The helper, if asked for; pid: a fork's child has none. */
 	bool helper;
 	pid_t pid;
 	pthread_t thread;
 	int stop_fd, set_fd;
+	struct tsc__discipline *next_retired;
 };
+
+/* Blocks of finished clocks: readers may still hold their pages. */
+static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tsc__discipline *retired;
 
 /* One reading of the system's clocks, bracketed by the TSC. */
 struct sample {
@@ -96,9 +109,11 @@ struct sample {
 
 /*
  * MONOTONIC between two reads of it, with REALTIME and BOOTTIME between
- * them, and the TSC outside: the narrowest of a few tries.
+ * them, and the TSC outside: the narrowest of a few tries.  A sample is
+ * as wide as the wider of its two brackets (ns_per_tick converts the
+ * TSC's): a pause between a TSC read and a clock read shows there.
  */
-static void take_sample(struct sample *s)
+static void take_sample(struct sample *s, double ns_per_tick)
 {
 	s->width = UINT64_MAX;
 	for (int i = 0; i < SAMPLE_TRIES; i++) {
@@ -107,10 +122,17 @@ static void take_sample(struct sample *s)
 		int64_t b = tsc__ns_now(CLOCK_BOOTTIME), m2 = tsc__ns_now(CLOCK_MONOTONIC);
 		uint64_t z = tsc_rdtsc_ordered();
 		int64_t mid = m1 + (m2 - m1) / 2;
+		double tsc_ns = (double)(z - a) * ns_per_tick;
+		uint64_t width;
 
-		if (m2 < m1 || z < a || (uint64_t)(m2 - m1) >= s->width)
+		if (m2 < m1 || z < a)
 			continue;
-		s->width = (uint64_t)(m2 - m1);
+		width = (uint64_t)(m2 - m1);
+		if (tsc_ns > (double)width)
+			width = (uint64_t)tsc_ns;
+		if (width >= s->width)
+			continue;
+		s->width = width;
 		s->t = a + (z - a) / 2;
 		s->mono = (uint64_t)mid;
 		s->real_d = r - mid;
@@ -140,13 +162,10 @@ static uint64_t seg_at(const struct segment *g, uint64_t t)
 	return g->v0 + (uint64_t)(x >> g->shift);
 }
 
-/*
- * Fill the page the readers are not given, swap, and leave the old one
- * odd.  Returns the writer's TSC after the swap.
- */
-static uint64_t publish(struct tsc__discipline *d)
+/* Fill the page the readers are not given (odd meanwhile). */
+static void fill(struct tsc__discipline *d)
 {
-	struct tscfk_clock_page *p = &d->pages[!d->cur], *old = &d->pages[d->cur];
+	struct tscfk_clock_page *p = &d->pages[!d->cur];
 	const struct segment *g = &d->seg;
 	uint64_t real0 = g->v0 + (uint64_t)d->real_d;
 	struct tscfk_clock_state s = {
@@ -171,14 +190,26 @@ static uint64_t publish(struct tsc__discipline *d)
 	p->flags = TSCFK_CLOCK_TSC;
 	p->generation = d->generation;
 	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELEASE);
+}
+
+/* The writer's TSC after everything it stored before: fence, then lfence (AMD too). */
+static uint64_t tsc_after_stores(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return tsc_rdtsc_ordered();
+}
+
+/* Give the readers the filled page; leave the old one odd.  The TSC after. */
+static uint64_t swap(struct tsc__discipline *d)
+{
+	struct tscfk_clock_page *p = &d->pages[!d->cur], *old = &d->pages[d->cur];
+
 	__atomic_store_n(&d->clock->page, (const volatile struct tsc_timepage *)p,
 			 __ATOMIC_RELEASE);
 	d->cur = !d->cur;
 	__atomic_store_n(&old->seq, __atomic_load_n(&old->seq, __ATOMIC_RELAXED) | 1,
 			 __ATOMIC_RELEASE);
-	/* Stores before the TSC read: a full fence, then lfence (AMD too). */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	return tsc_rdtsc_ordered();
+	return tsc_after_stores();
 }
 
 /*
@@ -186,71 +217,84 @@ static uint64_t publish(struct tsc__discipline *d)
  * one is now, or (a step) at the system's MONOTONIC, sys_ns at TSC sys_t;
  * published.
  *
- * Readers may still finish on the old page until the writer has marked
- * it (done, the writer's TSC then): from now to done the new segment must
- * be at or above the old.  It starts FLOOR_SLACK_NS above, which covers
- * the two segments' roundings; if the old one is faster and the writer
- * was delayed enough for it to catch up by done (the writer preempted), a
- * segment from there is published, from the later of the two.
+ * Readers go on reading the old page until the swap, and a late one a
+ * little after (done: the writer's TSC once the old page is marked).  So
+ * the new segment must be at or above the old from t0 to done: it starts
+ * above it by FLOOR_SLACK_NS (their roundings) plus what a faster old
+ * segment gains over HORIZON_NS, which covers the writer's own time; a
+ * writer that took longer than that (preempted) before the swap builds
+ * the segment again from later, and one delayed between the swap and the
+ * mark publishes once more from the later of the two.
  */
 static void new_segment(struct tsc__discipline *d, double ns_per_tick, bool step,
 			uint64_t sys_t, uint64_t sys_ns)
 {
-	uint64_t t0 = tsc_rdtsc_ordered();
+	uint64_t horizon = (uint64_t)(HORIZON_NS / ns_per_tick);
+	uint64_t late = (uint64_t)(LATE_READ_NS / ns_per_tick);
+	struct segment old = d->seg;
+	bool had = d->have_seg && !step;
 
-	for (int tries = 0; tries < 4; tries++) {
-		struct segment old = d->seg;
-		bool had = d->have_seg;
-		uint64_t v0, done, late, o, n;
+	for (int tries = 0; tries < 8; tries++) {
+		uint64_t t0 = tsc_rdtsc_ordered(), v0, done;
 
-		if (step || !had)
+		if (!had) {
 			v0 = sys_ns + (uint64_t)llround((double)(int64_t)(t0 - sys_t) * ns_per_tick);
-		else
-			v0 = seg_at(&old, t0) + FLOOR_SLACK_NS;
+		} else {
+			double gain = ldexp(old.mult, -(int)old.shift) - ns_per_tick;
+
+			v0 = seg_at(&old, t0) + FLOOR_SLACK_NS +
+			     (gain > 0 ? (uint64_t)ceil(gain * (double)horizon) : 0);
+		}
 		d->seg = segment(t0, v0, ns_per_tick);
 		d->have_seg = true;
-		done = publish(d);
-		if (step || !had)
+		fill(d);
+		if (had && tsc_after_stores() + late > t0 + horizon)
+			continue;	/* preempted before the swap: again */
+		done = swap(d);
+		if (!had || done + late <= t0 + horizon ||
+		    seg_at(&old, done + late) < seg_at(&d->seg, done + late))
 			return;
-		/* A reader's TSC read may run a little after its last check. */
-		late = done + (uint64_t)(LATE_READ_NS / ns_per_tick);
-		o = seg_at(&old, late);
-		n = seg_at(&d->seg, late);
-		if (o < n)
-			return;
-		t0 = done;
-		sys_t = late;
-		sys_ns = o + FLOOR_SLACK_NS;
-		step = true;
+		/* Preempted after it: again from the later of the two. */
+		old = seg_at(&old, done + late) > seg_at(&d->seg, done + late) ? old : d->seg;
 	}
+	/* Never this slow eight times over: the last one stands. */
 }
 
-int tsc__discipline_sync(struct tsc__discipline *d)
+/* The kernel withdrew tsc as a clocksource: readers to clock_gettime(). */
+static int withdraw(struct tsc__discipline *d)
+{
+	d->unusable = true;
+	__atomic_store_n(&d->clock->page, &tsc__syscall_page, __ATOMIC_RELEASE);
+	return tsc__fail(-ENODEV, "the kernel no longer offers tsc as a clocksource: the clock reads clock_gettime() now");
+}
+
+static int sync_locked(struct tsc__discipline *d)
 {
 	/* An offset read twice moves by up to the two samples' widths. */
 	const long long offset_step = OFFSET_STEP_NS > 2 * (long long)d->max_width ?
 				      OFFSET_STEP_NS : 2 * (long long)d->max_width;
-	struct sample s;
+	bool gap, suspended, stepped = false;
 	double rate, corr;
+	struct sample s;
 	int64_t err;
-	bool gap;
-	int ret;
 
-	pthread_mutex_lock(&d->lock);
-	take_sample(&s);
-	ret = 0;
-	if (s.width > d->max_width) {
-		ret = tsc__fail(-EAGAIN, "sync: the system's clocks read %llu ns apart at best, over %llu ns: try again",
-				(unsigned long long)s.width, (unsigned long long)d->max_width);
-		goto out;
-	}
+	if (d->unusable)
+		return tsc__fail(-ENODEV, "the kernel withdrew tsc as a clocksource: the clock reads clock_gettime()");
+	if (d->pid != getpid())
+		return tsc__fail(-EINVAL, "a disciplined clock of the parent process: initialise it again");
+	if (tsc__tsc_available(d->root) == 0)
+		return withdraw(d);
+	take_sample(&s, d->ns_per_tick);
+	if (s.width > d->max_width)
+		return tsc__fail(-EAGAIN, "sync: the system's clocks read %llu ns apart at best, over %llu ns: try again",
+				 (unsigned long long)s.width, (unsigned long long)d->max_width);
 	/*
 	 * The system's MONOTONIC against the TSC over half a second or
 	 * more; not across a suspend (MONOTONIC stood still, or the TSC
 	 * was reset), which only moves the starting point on.
 	 */
-	gap = s.t <= d->last_t || s.mono <= d->last_mono ||
-	      llabs(s.boot_d - d->boot_d) > offset_step;
+	suspended = llabs(s.boot_d - d->boot_d) > offset_step;
+	gap = s.t <= d->last_t || s.mono <= d->last_mono || suspended;
 	if (!gap && s.mono - d->last_mono >= 500000000)
 		d->ns_per_tick = (double)(s.mono - d->last_mono) / (double)(s.t - d->last_t);
 	if (gap || s.mono - d->last_mono >= 500000000) {
@@ -258,22 +302,38 @@ int tsc__discipline_sync(struct tsc__discipline *d)
 		d->last_mono = s.mono;
 	}
 	rate = d->ns_per_tick;
-	if (llabs(s.real_d - d->real_d) > offset_step ||
-	    llabs(s.boot_d - d->boot_d) > offset_step) {
+	/* Each offset on its own: a REALTIME step leaves BOOTTIME's be. */
+	if (llabs(s.real_d - d->real_d) > offset_step) {
 		d->real_d = s.real_d;
+		stepped = true;
+	}
+	if (suspended) {
 		d->boot_d = s.boot_d;
-		d->generation++;
+		stepped = true;
 	}
 	err = (int64_t)(seg_at(&d->seg, s.t) - s.mono);
-	if (err > STEP_NS || err < -STEP_NS) {
+	if (err < -STEP_NS || (err > STEP_NS && suspended)) {
 		d->generation++;
 		new_segment(d, rate, true, s.t, s.mono);
-		goto out;
+		return 0;
 	}
+	if (stepped)
+		d->generation++;
 	corr = -(double)err / (CONVERGE_S * 1e9);
 	corr = corr > MAX_SLEW ? MAX_SLEW : corr < -MAX_SLEW ? -MAX_SLEW : corr;
 	new_segment(d, rate * (1 + corr), false, 0, 0);
-out:
+	return 0;
+}
+
+int tsc__discipline_sync(struct tsc__discipline *d)
+{
+	int ret;
+
+	/* A fork's child may hold the lock as the parent's helper left it. */
+	if (d->pid != getpid())
+		return tsc__fail(-EINVAL, "a disciplined clock of the parent process: initialise it again");
+	pthread_mutex_lock(&d->lock);
+	ret = sync_locked(d);
 	pthread_mutex_unlock(&d->lock);
 	return ret;
 }
@@ -337,8 +397,32 @@ static int start_helper(struct tsc__discipline *d)
 		return tsc__fail(-err, "pthread_create: %s", strerror(err));
 	}
 	d->helper = true;
-	d->pid = getpid();
 	return 0;
+}
+
+/*
+ * Retire a block: no sync publishes from it again, the readers are sent
+ * to clock_gettime() and its pages made odd; kept, never freed.
+ */
+static void retire(struct tsc__discipline *d)
+{
+	/* A fork's child may find the lock held by the parent's helper. */
+	bool ours = d->pid == getpid();
+
+	if (ours)
+		pthread_mutex_lock(&d->lock);
+	d->unusable = true;
+	if (__atomic_load_n(&d->clock->page, __ATOMIC_ACQUIRE) ==
+	    (const volatile struct tsc_timepage *)&d->pages[d->cur])
+		__atomic_store_n(&d->clock->page, &tsc__syscall_page, __ATOMIC_RELEASE);
+	for (int i = 0; i < 2; i++)
+		__atomic_store_n(&d->pages[i].seq, d->pages[i].seq | 1, __ATOMIC_RELEASE);
+	if (ours)
+		pthread_mutex_unlock(&d->lock);
+	pthread_mutex_lock(&retired_lock);
+	d->next_retired = retired;
+	retired = d;
+	pthread_mutex_unlock(&retired_lock);
 }
 
 int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper)
@@ -351,6 +435,8 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper)
 
 	if (tsc__tsc_available(root) == 0)
 		return tsc__fail(-ENODEV, "the kernel does not offer tsc as a clocksource (it marked the TSC unstable, or never trusted it): no TSC clock is kept in step across CPUs");
+	if (strlen(root) >= sizeof(d->root))
+		return tsc__fail(-ENAMETOOLONG, "sysfs root %s: too long", root);
 	err = tsc_freq_get(&f, &fo);
 	if (err)
 		return err;
@@ -359,16 +445,19 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper)
 		return tsc__fail(-ENOMEM, "out of memory");
 	memset(d, 0, sizeof(*d));
 	d->clock = c;
+	d->pid = getpid();
 	d->stop_fd = d->set_fd = -1;
+	snprintf(d->root, sizeof(d->root), "%s", root);
 	pthread_mutex_init(&d->lock, NULL);
 	/* Both pages odd until written: a stale pointer never reads zeros. */
 	d->pages[0].seq = d->pages[1].seq = 1;
+	d->ns_per_tick = 1e9 / f.hz;
 	/* The narrowest of many: how close the system's clocks can be read here. */
-	take_sample(&s);
+	take_sample(&s, d->ns_per_tick);
 	for (int i = 0; i < 20; i++) {
 		struct sample t;
 
-		take_sample(&t);
+		take_sample(&t, d->ns_per_tick);
 		if (t.width < s.width)
 			s = t;
 	}
@@ -377,7 +466,6 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper)
 		goto fail;
 	}
 	d->max_width = s.width * 4 > SAMPLE_MAX_NS ? s.width * 4 : SAMPLE_MAX_NS;
-	d->ns_per_tick = 1e9 / f.hz;
 	d->real_d = s.real_d;
 	d->boot_d = s.boot_d;
 	d->last_t = s.t;
@@ -396,13 +484,15 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper)
 		 "at each tsc_sysclock_sync()");
 	return 0;
 fail:
+	retire(d);
 	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
-	pthread_mutex_destroy(&d->lock);
-	free(d);
 	return err;
 }
 
-/* Stop the helper; the pages go with the clock, once no thread reads it. */
+/*
+ * Stop the helper (joined: it publishes no more), then retire the block:
+ * the clock reads clock_gettime() until initialised again.
+ */
 void tsc__discipline_stop(struct tsc__discipline *d)
 {
 	if (d->helper) {
@@ -413,7 +503,7 @@ void tsc__discipline_stop(struct tsc__discipline *d)
 		if (d->set_fd >= 0)
 			close(d->set_fd);
 		close(d->stop_fd);
+		d->helper = false;
 	}
-	pthread_mutex_destroy(&d->lock);
-	free(d);
+	retire(d);
 }

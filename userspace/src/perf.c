@@ -94,8 +94,9 @@ int tsc__perf_open_failed(int err)
  * second after the last one goes; each switch rewrites the scheduler's
  * text on every CPU, with three IPIs to each, isolated ones included.  A
  * CPU-bound event needs CAP_PERFMON or perf_event_paranoid <= 0, so the
- * thread's own event, which paranoid 2 allows, is the fallback.  Sets
- * *what to the kind that opened.
+ * thread's own event, which paranoid 2 allows, is the fallback, for that
+ * and any other refusal (the CPU went offline meanwhile).  Sets *what to
+ * the kind that opened.
  */
 static int perf_open_dummy(const char **what)
 {
@@ -114,7 +115,7 @@ static int perf_open_dummy(const char **what)
 				      PERF_FLAG_FD_CLOEXEC);
 
 		*what = "an event of this CPU";
-		if (fd >= 0 || (errno != EACCES && errno != EPERM))
+		if (fd >= 0)
 			return fd;
 	}
 	*what = "an event of this thread";

@@ -192,11 +192,18 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 	 * reading a clock initialised again see the old page or the new one,
 	 * never none.  (The page pointer is at offset 0, in any clock.)
 	 */
-	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
 	tsc__clear_error();
-	if (c->sz < offsetof(struct tsc_sysclock, reserved))
+	if (c->sz < offsetof(struct tsc_sysclock, reserved)) {
+		__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
 		return tsc__fail(-EINVAL, "clock->sz is %zu: declare the clock with TSC_SYSCLOCK()",
 				 c->sz);
+	}
+	/* Disciplined before: its helper stopped first, or it would publish again. */
+	if (c->disc) {
+		tsc__discipline_stop(c->disc);
+		c->disc = NULL;
+	}
+	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
 	if (opts) {
 		int err = tsc__opts_check(opts, opts->sz, sizeof(*opts), "TSC_SYSCLOCK_OPTS");
 
@@ -207,11 +214,6 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 		if (disc < TSC_DISCIPLINE_NONE || disc > TSC_DISCIPLINE_CALLER)
 			return tsc__fail(-EINVAL, "discipline %d: not one of enum tsc_sysclock_discipline",
 					 (int)disc);
-	}
-	/* Initialised before, disciplined: its helper and pages go first. */
-	if (c->disc) {
-		tsc__discipline_stop(c->disc);
-		c->disc = NULL;
 	}
 	root = tsc__sysfs_root(root);
 	sz = c->sz;
@@ -261,11 +263,11 @@ int tsc_sysclock_sync(struct tsc_sysclock *c)
 
 void tsc_sysclock_fini(struct tsc_sysclock *c)
 {
-	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
 	if (c->disc) {
 		tsc__discipline_stop(c->disc);
 		c->disc = NULL;
 	}
+	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
 }
 
 static uint64_t gettime(int clock)
