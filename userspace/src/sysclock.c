@@ -282,24 +282,39 @@ static uint64_t gettime(int clock)
  * the kernel writes a few dozen bytes) or a page not to be used.  Or a
  * TSC under 1 GHz, whose whole ns per tick the fast path leaves out.
  */
+/*
+ * The clock's page, loaded anew each time (a disciplined clock's writer
+ * swaps pages), once its seq is even; NULL for a page not to be used (seq
+ * odd, no TSC) or once *tries reaches 100000 (a write that never ends).
+ */
+static const volatile struct tsc_timepage *page_begin(const struct tsc_sysclock *c,
+						      uint32_t *seq, int *tries)
+{
+	for (; *tries < 100000; ++*tries) {
+		const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_ACQUIRE);
+
+		*seq = p->seq;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!(*seq & 1))
+			return p;
+		if (!(p->flags & TSC_TIMEPAGE_TSC))
+			return NULL;
+		__builtin_ia32_pause();
+	}
+	return NULL;
+}
+
 uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
 {
+	const volatile struct tsc_timepage *p;
+	uint32_t seq;
+
 	if (clock < TSC__SYSCLOCK_REALTIME || clock > TSC__SYSCLOCK_BOOTTIME)
 		clock = TSC__SYSCLOCK_MONOTONIC;
-	for (int tries = 0; tries < 100000; tries++) {
-		/* Anew each time: a disciplined clock's writer swaps pages. */
-		const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_ACQUIRE);
-		uint32_t seq = p->seq;
+	for (int tries = 0; (p = page_begin(c, &seq, &tries)); tries++) {
 		struct tscfk_clock_map m;
 		uint64_t t, last;
 
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (seq & 1) {
-			if (!(p->flags & TSC_TIMEPAGE_TSC))
-				break;
-			__builtin_ia32_pause();
-			continue;
-		}
 		m.mult_ns = p->mult_ns;
 		m.mult = p->mult;
 		m.frac = p->frac;
@@ -316,27 +331,22 @@ uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
 
 int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz)
 {
+	uint32_t seq;
+
 	tsc__clear_error();
-	for (int tries = 0; tries < 100000; tries++) {
-		/* Anew each time, as in tsc__sysclock_slow(). */
+	for (int tries = 0; ; tries++) {
 		const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_ACQUIRE);
 		/* The rest of the module's layout, beyond the first cache line. */
-		const volatile struct tscfk_clock_page *kp = (const volatile void *)p;
+		const volatile struct tscfk_clock_page *kp;
 		struct tscfk_clock_page k = { 0 };
-		uint32_t seq;
 
 		if (!p || p == &tsc__syscall_page)
 			return tsc__fail(-ENODATA, "no rate: %s", c->why[0] ? c->why :
 					 "the clock was not initialised");
-		seq = p->seq;
-
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (seq & 1) {
-			if (!(p->flags & TSC_TIMEPAGE_TSC))
-				break;
-			__builtin_ia32_pause();
-			continue;
-		}
+		p = page_begin(c, &seq, &tries);
+		if (!p)
+			break;
+		kp = (const volatile void *)p;
 		k.cycle_interval = kp->cycle_interval;
 		k.ntp_tick = kp->ntp_tick;
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
