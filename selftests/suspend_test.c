@@ -8,15 +8,24 @@
  * vm-suspend): the guest's 9p shares do not come back from a suspend to
  * RAM, so nothing may be read from them after it.  The RTC's alarm wakes
  * the guest; QEMU wakes a guest from S3 on it (not from s2idle, which it
- * never left within a minute here).
+ * never left within a minute here: QEMU raises the RTC's ACPI wake event
+ * only for a guest it suspended itself, and an ACPI machine's RTC alarm is
+ * no wake interrupt of its own).  The timekeeper takes the same path out
+ * of either, timekeeping_suspend() and timekeeping_resume() with the time
+ * asleep added to BOOTTIME, and that is what the module's page follows.
+ * With the module loaded, the exact system clocks are checked across it.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
 #include "libtsc.h"
+#include "sysclock_pair.h"
 
 static int put(const char *path, const char *value)
 {
@@ -45,6 +54,29 @@ static bool offers(const char *path, const char *word)
 	return strstr(buf, word) != NULL;
 }
 
+static bool can_suspend(struct __test_metadata *_metadata)
+{
+	if (geteuid() != 0)
+		SKIP(return false, "not root: cannot suspend");
+	if (access("/sys/class/rtc/rtc0/wakealarm", W_OK))
+		SKIP(return false, "no RTC alarm to wake up with");
+	if (!offers("/sys/power/mem_sleep", "deep"))
+		SKIP(return false, "no suspend to RAM (mem_sleep has no 'deep')");
+	return true;
+}
+
+/* Suspend to RAM; the RTC wakes us 2 s later. */
+static int suspend(void)
+{
+	int err = put("/sys/power/mem_sleep", "deep");
+
+	if (!err)
+		err = put("/sys/class/rtc/rtc0/wakealarm", "0");
+	if (!err)
+		err = put("/sys/class/rtc/rtc0/wakealarm", "+2");
+	return err ? err : put("/sys/power/state", "mem");
+}
+
 TEST(check_sees_a_suspend)
 {
 	TSC_OPTS(o, .calibrate_max_ms = 100);
@@ -52,19 +84,12 @@ TEST(check_sees_a_suspend)
 	TSC_CLOCK(after);
 	int err;
 
-	if (geteuid() != 0)
-		SKIP(return, "not root: cannot suspend");
-	if (access("/sys/class/rtc/rtc0/wakealarm", W_OK))
-		SKIP(return, "no RTC alarm to wake up with");
-	if (!offers("/sys/power/mem_sleep", "deep"))
-		SKIP(return, "no suspend to RAM (mem_sleep has no 'deep')");
+	if (!can_suspend(_metadata))
+		return;
 	ASSERT_EQ(0, tsc_clock_init(&before, &o)) TH_LOG("%s", tsc_last_error());
 	TH_LOG("clock from %s: %s", tsc_source_name(before.freq.source), before.freq.detail);
 	ASSERT_EQ(0, tsc_clock_check(&before)) TH_LOG("%s", tsc_last_error());
-	ASSERT_EQ(0, put("/sys/power/mem_sleep", "deep"));
-	ASSERT_EQ(0, put("/sys/class/rtc/rtc0/wakealarm", "0"));
-	ASSERT_EQ(0, put("/sys/class/rtc/rtc0/wakealarm", "+2"));
-	ASSERT_EQ(0, put("/sys/power/state", "mem"));
+	ASSERT_EQ(0, suspend());
 
 	err = tsc_clock_check(&before);
 	TH_LOG("after the suspend: %d, %s", err, tsc_last_error());
@@ -73,6 +98,86 @@ TEST(check_sees_a_suspend)
 		    strstr(tsc_last_error(), "before the clock's anchor"));
 	ASSERT_EQ(0, tsc_clock_init(&after, &o)) TH_LOG("%s", tsc_last_error());
 	EXPECT_EQ(0, tsc_clock_check(&after)) TH_LOG("%s", tsc_last_error());
+}
+
+struct sampler {
+	const struct tsc_sysclock *s;
+	atomic_bool stop;
+	unsigned long samples, bad[3];
+	uint64_t worst[3][3];	/* the first violation of each clock */
+};
+
+/*
+ * clock_gettime() between two library reads, each clock in turn, until
+ * told to stop: the freezer stops this thread anywhere in the loop, so
+ * some bracket spans the suspend.
+ */
+static void *sample(void *arg)
+{
+	struct sampler *sm = arg;
+
+	while (!atomic_load(&sm->stop)) {
+		for (int c = 0; c < 3; c++) {
+			uint64_t a = sysclock_lib(sm->s, c), k = sysclock_sys(c);
+			uint64_t b = sysclock_lib(sm->s, c);
+
+			if ((k < a || k > b) && !sm->bad[c]++) {
+				sm->worst[c][0] = a;
+				sm->worst[c][1] = k;
+				sm->worst[c][2] = b;
+			}
+		}
+		sm->samples++;
+	}
+	return NULL;
+}
+
+/*
+ * The module's page across a suspend to RAM: every clock_gettime() of
+ * REALTIME, MONOTONIC and BOOTTIME lies between library reads around it,
+ * from before the suspend to a second after it; BOOTTIME gained the time
+ * asleep that MONOTONIC did not; the page's generation changed.
+ */
+TEST(exact_across_a_suspend)
+{
+	struct tsc_sysclock s = { .sz = sizeof(s) };
+	struct sampler sm = { .s = &s };
+	uint64_t asleep;
+	uint32_t gen;
+	pthread_t t;
+	int err;
+
+	if (!can_suspend(_metadata))
+		return;
+	if (access("/sys/devices/system/cpu/tsc/clock_page", R_OK))
+		SKIP(return, "no clock_page: the module is not loaded");
+	ASSERT_EQ(0, tsc_sysclock_init(&s, NULL)) TH_LOG("%s", tsc_last_error());
+	if (s.path != TSC_SYSCLOCK_KERNEL)
+		SKIP(return, "%s", s.why);
+	gen = s.page->generation;
+	asleep = sysclock_sys(2) - sysclock_sys(1);
+	ASSERT_EQ(0, pthread_create(&t, NULL, sample, &sm));
+	usleep(500000);
+	err = suspend();
+	usleep(1000000);
+	atomic_store(&sm.stop, true);
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, err) TH_LOG("suspend: %s", strerror(-err));
+	asleep = sysclock_sys(2) - sysclock_sys(1) - asleep;
+
+	TH_LOG("%lu samples of each clock, asleep %.3f s, generation %u -> %u",
+	       sm.samples, asleep / 1e9, gen, s.page->generation);
+	for (int c = 0; c < 3; c++) {
+		EXPECT_EQ(0, sm.bad[c])
+			TH_LOG("%s: library %llu, clock_gettime %llu, library %llu", sysclock_names[c],
+			       (unsigned long long)sm.worst[c][0], (unsigned long long)sm.worst[c][1],
+			       (unsigned long long)sm.worst[c][2]);
+	}
+	EXPECT_LE(1000, sm.samples);
+	EXPECT_LE(1000000000ull, asleep);
+	EXPECT_NE(gen, s.page->generation);
+	EXPECT_EQ(0, s.page->seq & 1);
+	EXPECT_EQ(TSC_TIMEPAGE_TSC, s.page->flags);
 }
 
 TEST_HARNESS_MAIN

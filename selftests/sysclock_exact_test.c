@@ -17,28 +17,11 @@
 #include "kselftest_harness.h"
 #include "tscfk_test.h"
 #include "libtsc.h"
+#include "sysclock_pair.h"
 
 #define RATE_FILE	TSC_DIR "/timekeeper_freq_millihz"
 #define SAMPLES		5000
 
-static const clockid_t ids[3] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
-static const char *const names[3] = { "REALTIME", "MONOTONIC", "BOOTTIME" };
-
-/* The library's clock c, after everything before it (the read is unordered). */
-static uint64_t lib(const struct tsc_sysclock *s, int c)
-{
-	__asm__ __volatile__("lfence" : : : "memory");
-	return c == 0 ? tsc_sysclock_realtime(s) : c == 1 ? tsc_sysclock_monotonic(s) :
-	       tsc_sysclock_boottime(s);
-}
-
-static uint64_t sys(int c)
-{
-	struct timespec ts;
-
-	clock_gettime(ids[c], &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int violations(struct __test_metadata *_metadata, const struct tsc_sysclock *s,
 		      int c, const char *phase)
@@ -46,12 +29,12 @@ static int violations(struct __test_metadata *_metadata, const struct tsc_sysclo
 	int bad = 0;
 
 	for (int i = 0; i < SAMPLES; i++) {
-		uint64_t a = lib(s, c), k = sys(c), b = lib(s, c);
+		uint64_t a = sysclock_lib(s, c), k = sysclock_sys(c), b = sysclock_lib(s, c);
 
 		if (k < a || k > b) {
 			if (bad++ < 3)
 				TH_LOG("%s, %s: library %llu, clock_gettime %llu, library %llu",
-				       phase, names[c], (unsigned long long)a,
+				       phase, sysclock_names[c], (unsigned long long)a,
 				       (unsigned long long)k, (unsigned long long)b);
 		}
 	}
@@ -158,15 +141,16 @@ TEST_F(sys, exact_across_a_leap_second)
 	ASSERT_LE(0, adjtimex(&st)) TH_LOG("%s", strerror(errno));
 	status = st.status;
 	clock_gettime(CLOCK_REALTIME, &was);
-	mono0 = sys(1);
+	mono0 = sysclock_sys(1);
 	ts = (struct timespec){ .tv_sec = (was.tv_sec / 86400 + 1) * 86400 - 2 };
 	ASSERT_EQ(0, clock_settime(CLOCK_REALTIME, &ts)) TH_LOG("%s", strerror(errno));
 	st = (struct timex){ .modes = ADJ_STATUS, .status = status | STA_INS };
 	ASSERT_LE(0, adjtimex(&st)) TH_LOG("%s", strerror(errno));
 	gen0 = self->s.page->generation;
-	while (sys(1) - mono0 < 4500000000ull) {
+	while (sysclock_sys(1) - mono0 < 4500000000ull) {
 		uint32_t g1 = self->s.page->generation;
-		uint64_t a = lib(&self->s, 0), k = sys(0), b = lib(&self->s, 0);
+		uint64_t a = sysclock_lib(&self->s, 0), k = sysclock_sys(0);
+		uint64_t b = sysclock_lib(&self->s, 0);
 
 		if (self->s.page->generation != g1) {
 			straddled++;
@@ -187,7 +171,7 @@ TEST_F(sys, exact_across_a_leap_second)
 	adjtimex(&st);
 	{
 		uint64_t t = (uint64_t)was.tv_sec * 1000000000u + (uint64_t)was.tv_nsec +
-			     (sys(1) - mono0);
+			     (sysclock_sys(1) - mono0);
 
 		ts = (struct timespec){ .tv_sec = (time_t)(t / 1000000000u),
 					.tv_nsec = (long)(t % 1000000000u) };
@@ -226,9 +210,9 @@ TEST_F(sys, a_time_namespace)
 		if (tsc_sysclock_init(&c, NULL) || c.path != TSC_SYSCLOCK_SYSCALL ||
 		    !strstr(c.why, "time namespace"))
 			_exit(1);
-		a = sys(1);
+		a = sysclock_sys(1);
 		m = tsc_sysclock_monotonic(&c);
-		b = sys(1);
+		b = sysclock_sys(1);
 		_exit(a <= m && m <= b ? 0 : 2);
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The system clocks, read by libtsc and by clock_gettime(), for tests
+ * that put a clock_gettime() between two library reads: index 0, 1 and
+ * 2 are REALTIME, MONOTONIC and BOOTTIME.
+ */
+#ifndef SYSCLOCK_PAIR_H
+#define SYSCLOCK_PAIR_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "libtsc.h"
+
+static const clockid_t sysclock_ids[3] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
+static const char *const sysclock_names[3] = { "REALTIME", "MONOTONIC", "BOOTTIME" };
+
+static inline uint64_t sysclock_sys(int c)
+{
+	struct timespec ts;
+
+	clock_gettime(sysclock_ids[c], &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The library's clock c, after everything before it (the read is unordered). */
+static inline uint64_t sysclock_lib(const struct tsc_sysclock *s, int c)
+{
+	__asm__ __volatile__("lfence" : : : "memory");
+	return c == 0 ? tsc_sysclock_realtime(s) : c == 1 ? tsc_sysclock_monotonic(s) :
+	       tsc_sysclock_boottime(s);
+}
+
+#endif /* SYSCLOCK_PAIR_H */
