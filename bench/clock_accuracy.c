@@ -30,12 +30,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/timex.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "libtsc.h"
+#include "no_page_root.h"
 
 #define CONVERGED_NS	20000
 #define SLEW_BOUND_NS	2000000
@@ -145,52 +145,6 @@ static void run_phase(struct result *r, const struct tsc_sysclock *exact,
 	r->converged_ns = last_bad >= (int64_t)secs * 1000000000 - 50000000 ? -1 : last_bad;
 }
 
-#define CS_DIRS	{ "/devices", "/devices/system", "/devices/system/clocksource", \
-		  "/devices/system/clocksource/clocksource0" }
-#define CS_AVAIL "/devices/system/clocksource/clocksource0/available_clocksource"
-
-/*
- * A sysfs root with no clock page, only the kernel's word on the TSC as a
- * clocksource: the disciplined clock's, wherever the module is loaded.
- * Created (make true) or removed.
- */
-static int fake_root(const char *root, bool make)
-{
-	static const char *const dirs[] = CS_DIRS;
-	char path[256], buf[512];
-	size_t n = 0;
-	FILE *in, *out;
-
-	if (!make) {
-		snprintf(path, sizeof(path), "%s" CS_AVAIL, root);
-		unlink(path);
-		for (int i = 3; i >= 0; i--) {
-			snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
-			rmdir(path);
-		}
-		return rmdir(root);
-	}
-	for (int i = 0; i < 4; i++) {
-		snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
-		if (mkdir(path, 0755))
-			return -1;
-	}
-	in = fopen("/sys" CS_AVAIL, "r");
-	if (in) {
-		n = fread(buf, 1, sizeof(buf), in);
-		(void)fclose(in);	/* read only */
-	}
-	snprintf(path, sizeof(path), "%s" CS_AVAIL, root);
-	out = fopen(path, "w");
-	if (!out)
-		return -1;
-	if (fwrite(buf, 1, n, out) != n) {
-		(void)fclose(out);	/* failing already */
-		return -1;
-	}
-	return fclose(out);
-}
-
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -206,7 +160,6 @@ int main(int argc, char **argv)
 	TSC_SYSCLOCK(exact);
 	TSC_SYSCLOCK(disc);
 	TSC_CLOCK(anchored);
-	char root[] = "/tmp/clock_accuracy.XXXXXX";
 	int secs, failed = 0;
 
 	for (int i = 1; i < argc; i++) {
@@ -244,9 +197,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	{
+		const char *root = no_page_root();
 		TSC_SYSCLOCK_OPTS(o, .sysfs_root = root, .discipline = TSC_DISCIPLINE_HELPER);
 
-		if (!mkdtemp(root) || fake_root(root, true)) {
+		if (!root) {
 			perror("clock_accuracy: a sysfs root without a page");
 			return 1;
 		}
@@ -254,8 +208,6 @@ int main(int argc, char **argv)
 			fprintf(stderr, "clock_accuracy: %s\n", tsc_last_error());
 			return 1;
 		}
-		if (fake_root(root, false))
-			fprintf(stderr, "clock_accuracy: could not remove %s\n", root);
 	}
 	/* Where the kernel offers tsc, the disciplined clock is no option. */
 	if (disc.path != TSC_SYSCLOCK_DISCIPLINED && !strstr(disc.why, "does not offer tsc")) {
@@ -265,7 +217,7 @@ int main(int argc, char **argv)
 	}
 	printf("exact:       %s\n", exact.why);
 	printf("disciplined: %s\n", disc.why);
-	printf("%d s per phase, a sample of each clock every ms\n", secs);
+	printf("%d s per phase; rounds of the three clocks, 1 ms apart\n", secs);
 	printf("%-10s %14s | %12s %12s %12s %6s %12s | %14s\n", "phase", "exact viol.",
 	       "disc REAL", "disc MONO", "disc BOOT", "back", "converged", "anchored MONO");
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
