@@ -57,7 +57,7 @@ lib-coverage: linux-source
 	$(MAKE) -C userspace coverage OUT=$(BUILD)/userspace \
 		KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests
 
-# The ABI against the committed 1.0 baseline (userspace/abi/): a break fails.
+# The ABI against every release's committed dump (userspace/abi/): a break fails.
 lib-abi:
 	$(MAKE) -C userspace abi-check OUT=$(BUILD)/userspace
 
