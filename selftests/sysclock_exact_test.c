@@ -22,7 +22,6 @@
 #define RATE_FILE	TSC_DIR "/timekeeper_freq_millihz"
 #define SAMPLES		5000
 
-
 static int violations(struct __test_metadata *_metadata, const struct tsc_sysclock *s,
 		      int c, const char *phase)
 {
@@ -141,16 +140,16 @@ TEST_F(sys, exact_across_a_leap_second)
 	ASSERT_LE(0, adjtimex(&st)) TH_LOG("%s", strerror(errno));
 	status = st.status;
 	clock_gettime(CLOCK_REALTIME, &was);
-	mono0 = sysclock_sys(1);
+	mono0 = sysclock_sys(SYSCLOCK_MONO);
 	ts = (struct timespec){ .tv_sec = (was.tv_sec / 86400 + 1) * 86400 - 2 };
 	ASSERT_EQ(0, clock_settime(CLOCK_REALTIME, &ts)) TH_LOG("%s", strerror(errno));
 	st = (struct timex){ .modes = ADJ_STATUS, .status = status | STA_INS };
 	ASSERT_LE(0, adjtimex(&st)) TH_LOG("%s", strerror(errno));
 	gen0 = self->s.page->generation;
-	while (sysclock_sys(1) - mono0 < 4500000000ull) {
+	while (sysclock_sys(SYSCLOCK_MONO) - mono0 < 4500000000ull) {
 		uint32_t g1 = self->s.page->generation;
-		uint64_t a = sysclock_lib(&self->s, 0), k = sysclock_sys(0);
-		uint64_t b = sysclock_lib(&self->s, 0);
+		uint64_t a = sysclock_lib(&self->s, SYSCLOCK_REAL);
+		uint64_t k = sysclock_sys(SYSCLOCK_REAL), b = sysclock_lib(&self->s, SYSCLOCK_REAL);
 
 		if (self->s.page->generation != g1) {
 			straddled++;
@@ -171,7 +170,7 @@ TEST_F(sys, exact_across_a_leap_second)
 	adjtimex(&st);
 	{
 		uint64_t t = (uint64_t)was.tv_sec * 1000000000u + (uint64_t)was.tv_nsec +
-			     (sysclock_sys(1) - mono0);
+			     (sysclock_sys(SYSCLOCK_MONO) - mono0);
 
 		ts = (struct timespec){ .tv_sec = (time_t)(t / 1000000000u),
 					.tv_nsec = (long)(t % 1000000000u) };
@@ -210,9 +209,9 @@ TEST_F(sys, a_time_namespace)
 		if (tsc_sysclock_init(&c, NULL) || c.path != TSC_SYSCLOCK_SYSCALL ||
 		    !strstr(c.why, "time namespace"))
 			_exit(1);
-		a = sysclock_sys(1);
+		a = sysclock_sys(SYSCLOCK_MONO);
 		m = tsc_sysclock_monotonic(&c);
-		b = sysclock_sys(1);
+		b = sysclock_sys(SYSCLOCK_MONO);
 		_exit(a <= m && m <= b ? 0 : 2);
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));

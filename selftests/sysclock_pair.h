@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The system clocks, read by libtsc and by clock_gettime(), for tests
- * that put a clock_gettime() between two library reads: index 0, 1 and
- * 2 are REALTIME, MONOTONIC and BOOTTIME.
+ * that put a clock_gettime() between two library reads, by SYSCLOCK_*.
  */
 #ifndef SYSCLOCK_PAIR_H
 #define SYSCLOCK_PAIR_H
@@ -11,6 +10,8 @@
 #include <time.h>
 
 #include "libtsc.h"
+
+enum { SYSCLOCK_REAL, SYSCLOCK_MONO, SYSCLOCK_BOOT };
 
 static const clockid_t sysclock_ids[3] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
 static const char *const sysclock_names[3] = { "REALTIME", "MONOTONIC", "BOOTTIME" };
@@ -27,8 +28,8 @@ static inline uint64_t sysclock_sys(int c)
 static inline uint64_t sysclock_lib(const struct tsc_sysclock *s, int c)
 {
 	__asm__ __volatile__("lfence" : : : "memory");
-	return c == 0 ? tsc_sysclock_realtime(s) : c == 1 ? tsc_sysclock_monotonic(s) :
-	       tsc_sysclock_boottime(s);
+	return c == SYSCLOCK_REAL ? tsc_sysclock_realtime(s) :
+	       c == SYSCLOCK_MONO ? tsc_sysclock_monotonic(s) : tsc_sysclock_boottime(s);
 }
 
 #endif /* SYSCLOCK_PAIR_H */
