@@ -28,14 +28,12 @@ static int violations(struct __test_metadata *_metadata, const struct tsc_sysclo
 	int bad = 0;
 
 	for (int i = 0; i < SAMPLES; i++) {
-		uint64_t a = sysclock_lib(s, c), k = sysclock_sys(c), b = sysclock_lib(s, c);
+		uint64_t v[3];
 
-		if (k < a || k > b) {
-			if (bad++ < 3)
-				TH_LOG("%s, %s: library %llu, clock_gettime %llu, library %llu",
-				       phase, sysclock_names[c], (unsigned long long)a,
-				       (unsigned long long)k, (unsigned long long)b);
-		}
+		if (!sysclock_bracket(s, c, v) && bad++ < 3)
+			TH_LOG("%s, %s: library %llu, clock_gettime %llu, library %llu",
+			       phase, sysclock_names[c], (unsigned long long)v[0],
+			       (unsigned long long)v[1], (unsigned long long)v[2]);
 	}
 	return bad;
 }
@@ -148,21 +146,19 @@ TEST_F(sys, exact_across_a_leap_second)
 	gen0 = self->s.page->generation;
 	while (sysclock_sys(SYSCLOCK_MONO) - mono0 < 4500000000ull) {
 		uint32_t g1 = self->s.page->generation;
-		uint64_t a = sysclock_lib(&self->s, SYSCLOCK_REAL);
-		uint64_t k = sysclock_sys(SYSCLOCK_REAL), b = sysclock_lib(&self->s, SYSCLOCK_REAL);
+		uint64_t v[3];
+		bool inside = sysclock_bracket(&self->s, SYSCLOCK_REAL, v);
 
 		if (self->s.page->generation != g1) {
 			straddled++;
 			continue;
 		}
-		if (k < a || k > b) {
-			if (bad++ < 3)
-				TH_LOG("library %llu, clock_gettime %llu, library %llu",
-				       (unsigned long long)a, (unsigned long long)k,
-				       (unsigned long long)b);
-		}
-		back += k < prev;
-		prev = k;
+		if (!inside && bad++ < 3)
+			TH_LOG("library %llu, clock_gettime %llu, library %llu",
+			       (unsigned long long)v[0], (unsigned long long)v[1],
+			       (unsigned long long)v[2]);
+		back += v[1] < prev;
+		prev = v[1];
 	}
 	gen1 = self->s.page->generation;
 	/* The status as it was (STA_UNSYNC too), the time where it would be. */

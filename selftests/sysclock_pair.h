@@ -6,6 +6,7 @@
 #ifndef SYSCLOCK_PAIR_H
 #define SYSCLOCK_PAIR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -30,6 +31,18 @@ static inline uint64_t sysclock_lib(const struct tsc_sysclock *s, int c)
 	__asm__ __volatile__("lfence" : : : "memory");
 	return c == SYSCLOCK_REAL ? tsc_sysclock_realtime(s) :
 	       c == SYSCLOCK_MONO ? tsc_sysclock_monotonic(s) : tsc_sysclock_boottime(s);
+}
+
+/*
+ * clock_gettime() of clock c between two library reads, into v[0..2]:
+ * whether it lies between them, as it must where the library is exact.
+ */
+static inline bool sysclock_bracket(const struct tsc_sysclock *s, int c, uint64_t v[3])
+{
+	v[0] = sysclock_lib(s, c);
+	v[1] = sysclock_sys(c);
+	v[2] = sysclock_lib(s, c);
+	return v[0] <= v[1] && v[1] <= v[2];
 }
 
 #endif /* SYSCLOCK_PAIR_H */
