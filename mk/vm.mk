@@ -96,14 +96,15 @@ $(ISOLATION_RUNS): vm-isolation-%: selftests kbuild-check
 # and PREEMPT_RT, with three CPUs so that a side stalled after it started
 # is tested too.  The spinner's CPUs must be nohz_full, as in the
 # deployments it stands for, and on PREEMPT_RT free of interrupts: a boot
-# of their own (run_tests.sh skips the test elsewhere).  A skip here
-# fails: the boot did not take.
+# of their own (run_tests.sh skips the test elsewhere).  A fourth CPU,
+# isolated by isolcpus= alone, is where a thread given up on must never be
+# moved.  A skip here fails: the boot did not take.
 RT_KERNEL := $(lastword $(filter %-rt-amd64,$(VM_KERNELS)))
 RT_SPINNER_APPEND := nohz_full=1,2 irqaffinity=0
 RT_SPINNER_RUNS := $(foreach k,$(GENERIC) $(RT_KERNEL),vm-rt-spinner-$(k))
 $(RT_SPINNER_RUNS): vm-rt-spinner-%: selftests kbuild-check
 	@mkdir -p $(BUILD)/vm
-	scripts/vm/run-in-vm.sh --kernel $* --smp 3 --append "$(RT_SPINNER_APPEND)" \
+	scripts/vm/run-in-vm.sh --kernel $* --smp 4 --append "$(RT_SPINNER_APPEND) isolcpus=3" \
 		--log $(BUILD)/vm/rt-spinner-$*.log -- \
 		selftests/rt_spinner_test.sh $(BUILD)/kbuild/$*/tsc_freq_khz.ko \
 		$(BUILD)/selftests/rt_spinner
@@ -149,8 +150,7 @@ vm-debug: selftests lib
 		--env TSCFK_FAKE_KO --env TSCFK_CYCLES --env TSCFK_SKIP --env TSCFK_SKIP_WHY \
 		--env TSCFK_OVERCOMMITTED -- \
 		selftests/run_tests.sh $(DEBUG_BUILD)/tsc_freq_khz.ko $(BUILD)/selftests && \
-	TSCFK_NO_PART2="the debug kernel on an AMD EPYC host: rmmod alone takes 1.5-1.9 s and cpu2's work does not start before the spinner moves (the module of 02002e2 fails the same way); part 2 runs in the three generic guests" \
-	$(call DEBUG_VM,$$kdir) --smp 3 --append "$(RT_SPINNER_APPEND)" --env TSCFK_NO_PART2 \
+	$(call DEBUG_VM,$$kdir) --smp 3 --append "$(RT_SPINNER_APPEND)" \
 		--log $(BUILD)/vm/debug-rt-spinner.log -- \
 		selftests/rt_spinner_test.sh $(DEBUG_BUILD)/tsc_freq_khz.ko $(BUILD)/selftests/rt_spinner
 	@! grep -a -e '^not ok' -e '^1\.\.0 # SKIP' $(BUILD)/vm/debug.log $(BUILD)/vm/debug-rt-spinner.log

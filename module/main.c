@@ -105,12 +105,9 @@ static int __init tscfk_init(void)
 	err = tscfk_measure_init();
 	if (err)
 		goto err_put_root;
-	err = tscfk_pingpong_init();
-	if (err)
-		goto err_measure;
 	err = tscfk_cpu_sysfs_init();
 	if (err)
-		goto err_pingpong;
+		goto err_measure;
 	err = cpuhp_setup_state_nocalls(CPUHP_AP_ONLINE_DYN, "tsc_freq_khz:online",
 					tscfk_cpu_online, tscfk_cpu_offline);
 	if (err < 0)
@@ -125,12 +122,13 @@ static int __init tscfk_init(void)
 
 	/*
 	 * Last, as nothing may fail after the first measurement: a side it
-	 * gave up on may still run, and a failed load would have to wait for
-	 * it (pingpong.c).
+	 * gave up on may still run, and a failed load frees the module's
+	 * code whatever holds it (pingpong.c).
 	 */
 	tscfk_measure_start();
-	tscfk_measure_all_sync();
-	report();
+	/* Interrupted, the load goes on and its measurement with it. */
+	if (!tscfk_measure_all_sync())
+		report();
 	return 0;
 
 err_clock_page:
@@ -139,8 +137,6 @@ err_hotplug:
 	cpuhp_remove_state_nocalls(hp_state);
 err_cpu_sysfs:
 	tscfk_cpu_sysfs_exit();
-err_pingpong:
-	tscfk_pingpong_exit();
 err_measure:
 	tscfk_measure_exit();
 err_put_root:
@@ -149,11 +145,11 @@ err_put_root:
 }
 
 /*
- * Stop every source of new work before waiting for the last of it, even
- * the run a remeasure writer waits for (sysfs removal waits for that
- * writer).  No side of a pair is queued or running: each holds the module
- * while it is (pingpong.c).  So the wait is for measure_work alone, which
- * ends without measuring another pair once its own sides are gone.
+ * Stop every source of new work before waiting for the last of it.  A
+ * remeasure writer stops waiting at once (sysfs removal waits for it).  No
+ * side of a pair is running: each holds the module while it may (pingpong.c).
+ * So the wait is for measure_work alone, which ends without measuring
+ * another pair once its own sides are gone.
  */
 static void __exit tscfk_exit(void)
 {
@@ -163,7 +159,6 @@ static void __exit tscfk_exit(void)
 	cpuhp_remove_state_nocalls(hp_state);
 	tscfk_measure_cancel();
 	tscfk_cpu_sysfs_exit();
-	tscfk_pingpong_exit();
 	tscfk_measure_exit();
 	put_device(cpu_root);
 }

@@ -10,9 +10,11 @@
  *
  * Nothing waits long for it.  Every pair is bounded (pingpong.c) and the
  * CPUs that never answer share one timeout.  The pairs are measured one at
- * a time, each under its own cpus_read_lock(): CPU hotplug, and so suspend,
- * waits for one pair at most, and rmmod stops a measurement between two
- * pairs.  Results are published when the measurement ends, but not for the
+ * a time, each pair's turn under its own cpus_read_lock(): CPU hotplug, and
+ * so suspend, waits for one turn at most, and rmmod stops a measurement
+ * between two pairs.  A writer of remeasure, who waits for the whole
+ * measurement, waits interruptibly.  Results are published when the
+ * measurement ends, but not for the
  * CPUs that went offline or came online meanwhile: the hotplug callbacks
  * published those at once, and queued another run for them.
  *
@@ -29,6 +31,7 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/timekeeping.h>
+#include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <asm/cpufeature.h>
 #include <asm/msr.h>
@@ -55,6 +58,14 @@ static bool request_all;
  */
 static bool accepting;
 
+/*
+ * Runs of measure_work, numbered as they take the request (under
+ * request_lock) and as they end: a writer of remeasure waits for the run
+ * after the one that has taken the last request.
+ */
+static unsigned long runs_taken, runs_ended;
+static DECLARE_WAIT_QUEUE_HEAD(runs_wq);
+
 /* measure_work's own: the measurement in progress, and the causes logged. */
 struct cpu_work {
 	struct tscfk_cpu_result fresh;
@@ -68,6 +79,7 @@ static struct cpumask isolated_unsaid;	/* said in one line, once each */
 static bool ref_unresponsive_said;
 
 struct measurement {
+	unsigned long run;	/* its number in runs_taken */
 	unsigned int ref;
 	bool ref_unresponsive;	/* its side did not start: skip the rest */
 	bool ref_have_adjust;
@@ -77,7 +89,7 @@ struct measurement {
 
 static void measure_requested(struct work_struct *work);
 static DECLARE_WORK(measure_work, measure_requested);
-static bool request(int cpu);
+static bool request(int cpu, unsigned long *run);
 
 static const char * const why_names[] = {
 	[TSCFK_WHY_PENDING] = "pending",
@@ -181,22 +193,20 @@ static void read_ref_adjust(struct measurement *m)
 }
 
 /*
- * Take the request, and queue the targets' sides of every CPU it names:
- * they all get the same time to start.  Every CPU if the reference is not
- * the published one.  Called under cpus_read_lock(), so no hotplug
- * callback runs between clearing 'hotplugged' and starting the pairs.
+ * Take the request: every CPU if the reference is not the published one.
+ * Called under cpus_read_lock(), so that no hotplug callback runs between
+ * clearing 'hotplugged' and picking the reference.
  */
 static void begin(struct cpumask *todo, struct measurement *m)
 {
-	unsigned long start_by = jiffies + msecs_to_jiffies(tscfk_timeout_ms);
 	bool all;
-	unsigned int cpu;
 
 	spin_lock(&request_lock);
 	all = request_all;
 	request_all = false;
 	cpumask_copy(todo, &requested);
 	cpumask_clear(&requested);
+	m->run = ++runs_taken;
 	spin_unlock(&request_lock);
 
 	mutex_lock(&tscfk_results_lock);
@@ -206,8 +216,22 @@ static void begin(struct cpumask *todo, struct measurement *m)
 	mutex_unlock(&tscfk_results_lock);
 	if (all)
 		cpumask_copy(todo, cpu_possible_mask);
-
 	read_ref_adjust(m);
+}
+
+/*
+ * Start the targets' sides of every CPU to measure: they all get the same
+ * time to start.  Outside the hotplug lock, as starting a thread is no
+ * business of CPU hotplug's: a CPU that goes away meanwhile is judged
+ * offline, or its side finds itself elsewhere; one that comes has asked
+ * for another measurement.
+ */
+static void start_targets(const struct cpumask *todo,
+			  const struct measurement *m)
+{
+	unsigned long start_by = jiffies + msecs_to_jiffies(tscfk_timeout_ms);
+	unsigned int cpu;
+
 	for_each_cpu(cpu, todo) {
 		struct tscfk_pp *pp = NULL;
 
@@ -267,13 +291,15 @@ static void measure_pair(struct measurement *m, unsigned int cpu,
 	check_adjust(m, cpu, r);
 }
 
-/* One CPU's fresh result.  Under cpus_read_lock(): no CPU comes or goes. */
-static void judge_cpu(struct measurement *m, unsigned int cpu)
+/*
+ * One CPU's fresh result.  Under cpus_read_lock(): no CPU comes or goes.
+ * The caller releases the pair.
+ */
+static void judge_cpu(struct measurement *m, unsigned int cpu,
+		      struct tscfk_pp *pp)
 {
 	struct tscfk_cpu_result *r = &cpu_work[cpu].fresh;
-	struct tscfk_pp *pp = cpu_work[cpu].pending;
 
-	cpu_work[cpu].pending = NULL;
 	*r = (struct tscfk_cpu_result){ .status = TSCFK_UNMEASURED };
 	if (cpu == m->ref) {
 		r->status = TSCFK_REFERENCE;
@@ -286,7 +312,8 @@ static void judge_cpu(struct measurement *m, unsigned int cpu)
 		r->why = TSCFK_WHY_OFFLINE;
 	} else if (!cpu_wanted(cpu)) {
 		r->why = TSCFK_WHY_ISOLATED;
-	} else if (IS_ERR(pp) && PTR_ERR(pp) == -ENOMEM) {
+	} else if (IS_ERR(pp) && PTR_ERR(pp) != -ENODEV) {
+		/* No memory, or no thread could be started. */
 		r->why = TSCFK_WHY_NO_MEMORY;
 	} else if (IS_ERR_OR_NULL(pp) || !READ_ONCE(accepting) ||
 		   !cpu_online(m->ref)) {
@@ -296,30 +323,25 @@ static void judge_cpu(struct measurement *m, unsigned int cpu)
 		r->why = TSCFK_WHY_REFERENCE_NOT_STARTED;
 	} else {
 		measure_pair(m, cpu, pp, r);
-		pp = NULL;
 	}
-	if (!IS_ERR_OR_NULL(pp))
-		tscfk_pp_drop(pp);
 	log_why(cpu, r->why);
 }
 
 /*
  * Publish, but not the CPUs that hotplug published since the measurement
  * began, nor a measurement against a reference that went offline: that
- * one asks for another, against a new reference.  The offline callback
- * asks too, but only for the published reference, which this one need
- * not be (the first measurement has none).
+ * one asks for another, against a new reference, and returns false.  The
+ * offline callback asks too, but only for the published reference, which
+ * this one need not be (the first measurement has none).
  */
-static void publish(const struct cpumask *todo, const struct measurement *m)
+static bool publish(const struct cpumask *todo, const struct measurement *m)
 {
 	unsigned int cpu;
 
 	if (!READ_ONCE(accepting))
-		return;
-	if (!cpu_online(m->ref)) {
-		request(-1);
-		return;
-	}
+		return true;
+	if (!cpu_online(m->ref))
+		return !request(-1, NULL);
 	mutex_lock(&tscfk_results_lock);
 	for_each_cpu(cpu, todo)
 		if (!cpumask_test_cpu(cpu, &hotplugged))
@@ -329,6 +351,7 @@ static void publish(const struct cpumask *todo, const struct measurement *m)
 	tscfk_summary.max_irqoff_ns = m->max_irqoff_ns;
 	tscfk_summary.reference_cpu = m->ref;
 	mutex_unlock(&tscfk_results_lock);
+	return true;
 }
 
 static void measure_requested(struct work_struct *work)
@@ -336,16 +359,25 @@ static void measure_requested(struct work_struct *work)
 	static struct cpumask todo;	/* measure_work's alone */
 	struct measurement m = { };
 	unsigned int cpu;
+	bool ended;
 
 	cpus_read_lock();
 	m.ref = pick_reference();
 	begin(&todo, &m);
 	cpus_read_unlock();
+	start_targets(&todo, &m);
 
+	/* CPU hotplug waits for a pair's turn, nothing before or after it. */
 	for_each_cpu(cpu, &todo) {
+		struct tscfk_pp *pp = cpu_work[cpu].pending;
+
+		cpu_work[cpu].pending = NULL;
+		if (!m.ref_unresponsive)
+			tscfk_pp_prepare(pp);
 		cpus_read_lock();
-		judge_cpu(&m, cpu);
+		judge_cpu(&m, cpu, pp);
 		cpus_read_unlock();
+		tscfk_pp_release(pp);
 	}
 
 	if (!cpumask_empty(&isolated_unsaid))
@@ -354,8 +386,14 @@ static void measure_requested(struct work_struct *work)
 	cpumask_clear(&isolated_unsaid);
 
 	cpus_read_lock();
-	publish(&todo, &m);
+	ended = publish(&todo, &m);
 	cpus_read_unlock();
+
+	/* Not a run whose reference went away: the next one serves its writers. */
+	if (ended) {
+		WRITE_ONCE(runs_ended, m.run);
+		wake_up_all(&runs_wq);
+	}
 }
 
 /*
@@ -382,10 +420,12 @@ bool tscfk_summarise(struct tscfk_skew *skew)
 }
 
 /*
+ * Ask for a measurement of 'cpu', or of every CPU if it is -1, and say in
+ * *run (unless NULL) the number of the run that will take the request.
  * measure_work only sleeps and waits, it never spins: an unbound worker
  * suits it, and a CPU may go offline under it without moving it.
  */
-static bool request(int cpu)
+static bool request(int cpu, unsigned long *run)
 {
 	if (!READ_ONCE(accepting))
 		return false;
@@ -394,21 +434,37 @@ static bool request(int cpu)
 		request_all = true;
 	else
 		cpumask_set_cpu(cpu, &requested);
+	if (run)
+		*run = runs_taken + 1;
 	spin_unlock(&request_lock);
 	queue_work(system_unbound_wq, &measure_work);
 	return true;
 }
 
+/* Has run number 'run' ended, or is the module unloading? */
+static bool run_ended(unsigned long run)
+{
+	return (long)(READ_ONCE(runs_ended) - run) >= 0 || !READ_ONCE(accepting);
+}
+
 /*
- * Return once a measurement of every CPU that started after this call has
- * ended; -EAGAIN, at once, while the module is loading or unloading.
+ * Return 0 once a measurement of every CPU that started after this call
+ * has ended.  The wait is interruptible, and ends at once if the module
+ * begins to unload: it may be long, if many CPUs stall one after another
+ * (pingpong.c).  -ERESTARTSYS on a signal: the write fails with EINTR, or
+ * is made again, asking again, which concurrent writes may share; and the
+ * freezer's wake-up restarts it unseen.  -EAGAIN while the module is
+ * loading or unloading.
  */
 int tscfk_measure_all_sync(void)
 {
-	if (!request(-1))
+	unsigned long run;
+
+	if (!request(-1, &run))
 		return -EAGAIN;
-	flush_work(&measure_work);
-	return 0;
+	if (wait_event_interruptible(runs_wq, run_ended(run)))
+		return -ERESTARTSYS;
+	return READ_ONCE(accepting) ? 0 : -EAGAIN;
 }
 
 /* Before anything can read a result or request a measurement. */
@@ -443,6 +499,7 @@ void tscfk_measure_start(void)
 void tscfk_measure_stop(void)
 {
 	WRITE_ONCE(accepting, false);
+	wake_up_all(&runs_wq);
 }
 
 /* Called when nothing can request a measurement any more: one pair at most. */
@@ -468,7 +525,7 @@ static void publish_hotplug(unsigned int cpu, enum tscfk_why why)
 int tscfk_cpu_online(unsigned int cpu)
 {
 	publish_hotplug(cpu, TSCFK_WHY_PENDING);
-	request(cpu);
+	request(cpu, NULL);
 	return 0;
 }
 
@@ -485,6 +542,6 @@ int tscfk_cpu_offline(unsigned int cpu)
 		pr_info("cpu0 going offline: the tsc_freq_khz files stay, tsc_khz is system-wide\n");
 	/* The others' offsets are relative to it: measure against another. */
 	if (was_reference)
-		request(-1);
+		request(-1, NULL);
 	return 0;
 }

@@ -2,7 +2,7 @@
 /*
  * Measure one CPU's TSC offset against the reference CPU.
  *
- * Two work items, one bound to each CPU, bounce a cache line: the reference
+ * Two kernel threads, one bound to each CPU, bounce a cache line: the reference
  * reads t1 and sends round r, the target reads t when it sees r and answers
  * r with t, the reference reads t2 when it sees the answer.  The offset
  * (target - reference) then lies in [t - t2, t - t1]; common/tsc_offset.c
@@ -20,45 +20,58 @@
  * are the only synchronisation, which keeps this valid on PREEMPT_RT.
  * Only these two CPUs take part.
  *
- * Bounded, whatever the CPUs are doing.  A work item may never start, for
+ * Bounded, whatever the CPUs are doing.  A side's thread may never run, for
  * example on a CPU that a SCHED_FIFO task owns with RT throttling off, or
- * start and then be preempted for good.  So:
+ * run and then be preempted for good.  So:
  *
- *  - tscfk_pp_start() queues the target's side at once, for every CPU of a
- *    measurement, and the caller waits for it to start only until a
- *    deadline common to the whole measurement: CPUs that never run cost
- *    timeout_ms once, not once each.  A side that started sleeps (TASK_IDLE)
- *    until its pair's turn.
- *  - At its turn, tscfk_pp_measure() queues the reference's side and waits
- *    for both sides only until timeout_ms, plus slack for a last window.
- *  - A side the caller stops waiting for is cancelled if it has not run.
- *    A late side finds its pair stopped and ends at once: it belongs to
- *    its own struct tscfk_pp and can never take part in another pair.
- *  - A side holds the module from being queued to its last instruction,
- *    so that rmmod fails at once (EAGAIN) while one may still run, rather
- *    than wait in destroy_workqueue() for a side that a real-time task
- *    keeps off its CPU.  Holding it only once given up on would be too
- *    late: an rmmod already under way cannot be refused any more.
+ *  - tscfk_pp_start() starts the target's side at once, for every CPU of a
+ *    measurement, and tscfk_pp_prepare() waits for it to start only until
+ *    a deadline common to the whole measurement: CPUs that never run cost
+ *    timeout_ms once, not once each.  Then it starts the reference's side.
+ *    A side that started sleeps (TASK_IDLE) until its pair's turn.
+ *  - At the turn, tscfk_pp_measure() waits for both sides only until
+ *    timeout_ms, plus slack for a last window.
+ *  - tscfk_pp_release() moves a side of a pair without a result that is
+ *    still alive off its CPU, to a housekeeping one: a real-time task can
+ *    keep a thread off one CPU, not off all of them.  There it finds its
+ *    pair stopped and ends at once.  It belongs to its own struct tscfk_pp
+ *    and can never take part in another pair.
+ *  - Only the turn is under the hotplug lock: threads are started and moved
+ *    outside it, so that CPU hotplug waits for timeout_ms and the slack at
+ *    most.
+ *  - A side holds the module from its start to its last instruction, which
+ *    is module_put_and_kthread_exit(): it never returns into the module.  So
+ *    rmmod is refused at once (EAGAIN) while a side may still run, and never
+ *    waits for one; and a side given up on holds the module only until a
+ *    housekeeping CPU has run it.  This is why the sides are threads of
+ *    their own and not work items: a work item runs on after its function
+ *    returns, in a worker that is bound to the CPU and cannot be moved, and
+ *    destroy_workqueue() at rmmod waits for it without a bound.
  *
  * The caller holds cpus_read_lock() during a pair's turn, so both CPUs stay
- * online while it runs, and the bound workers stay on them.  Before its
+ * online while it runs, and the bound threads stay on them.  Before its
  * turn a target's CPU may go offline and back: every window checks, with
  * interrupts off, that it runs on its CPU.
  */
 #include <linux/completion.h>
+#include <linux/cpumask.h>
 #include <linux/jiffies.h>
+#include <linux/kthread.h>
 #include <linux/minmax.h>
 #include <linux/module.h>
 #include <linux/refcount.h>
 #include <linux/sched.h>
+#include <linux/sched/isolation.h>
+#include <linux/sched/prio.h>
+#include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/smp.h>
 #include <linux/timekeeping.h>
-#include <linux/workqueue.h>
 #include <asm/cpufeature.h>
 #include <asm/msr.h>
 #include <asm/tsc.h>
 
+#include "compat.h"
 #include "tscfk.h"
 
 /* Round numbers start at 1; 0 means "nothing sent yet". */
@@ -70,15 +83,11 @@
  */
 #define PP_SLACK_MS	100
 
-/* Its own workqueue: see tscfk_pingpong_init(). */
-static struct workqueue_struct *pp_wq;
-
 struct pp_side {
-	struct work_struct work;
+	struct task_struct *task;	/* held (get_task_struct) once started */
 	struct completion started;	/* it ran, on its CPU or not */
 	struct completion done;		/* it has finished with the pair */
 	unsigned int cpu;
-	bool queued;
 	bool wrong_cpu;			/* WRITE_ONCE, then 'started' or 'done' */
 	bool have_adjust;		/* these before 'done' */
 	s64 adjust;
@@ -93,7 +102,7 @@ struct tscfk_pp {
 		u64 tsc;	/* the target's reading for round 'pong' */
 	} line ____cacheline_aligned_in_smp;
 
-	/* Set before 'go' is completed and the reference queued, but 'stop'. */
+	/* Set before 'go' is completed, but 'stop'. */
 	unsigned long end ____cacheline_aligned_in_smp;	/* jiffies: both end */
 	u64 budget_ticks;	/* longest interrupts-off window */
 	bool stop;		/* the caller gave up waiting: end now */
@@ -106,7 +115,9 @@ struct tscfk_pp {
 	unsigned int nr_trips;
 
 	struct pp_side ref, target;
-	refcount_t refs;	/* the caller's and one per queued side */
+	int ref_err;		/* why the reference's side did not start */
+	bool measured;		/* both sides done, with a result */
+	refcount_t refs;	/* the caller's and one per started side */
 };
 
 static bool tsc_before(u64 now, u64 end)
@@ -121,10 +132,14 @@ static bool pp_going(struct tscfk_pp *pp)
 
 static void pp_put(struct tscfk_pp *pp)
 {
-	if (refcount_dec_and_test(&pp->refs)) {
-		kvfree(pp->trips);
-		kfree(pp);
-	}
+	if (!refcount_dec_and_test(&pp->refs))
+		return;
+	if (pp->ref.task)
+		put_task_struct(pp->ref.task);
+	if (pp->target.task)
+		put_task_struct(pp->target.task);
+	kvfree(pp->trips);
+	kfree(pp);
 }
 
 /*
@@ -139,7 +154,7 @@ struct irqoff_window {
 
 /*
  * Open a window; false, with interrupts on again, if the side is not on
- * its CPU (it went offline and the worker was moved): then stop the pair.
+ * its CPU (it went offline and the thread was moved): then stop the pair.
  */
 static bool window_open(struct tscfk_pp *pp, struct pp_side *side,
 			struct irqoff_window *w)
@@ -178,7 +193,7 @@ static bool wait_until(struct completion *c, unsigned long end)
 
 /*
  * Begin a side: false if it must not run, because the caller gave up on it
- * or the workqueue ran it on another CPU (its own went offline).
+ * or it runs on another CPU (its own went offline, or it was moved off).
  */
 static bool pp_side_begin(struct tscfk_pp *pp, struct pp_side *side)
 {
@@ -194,15 +209,13 @@ static bool pp_side_begin(struct tscfk_pp *pp, struct pp_side *side)
 }
 
 /*
- * Last thing a side does.  Once it drops the module, rmmod may begin: the
- * few instructions left of the work item are what destroy_workqueue()
- * still waits for.
+ * Last thing a side does before module_put_and_kthread_exit(), which drops
+ * the module in code that is not the module's and never returns.
  */
 static void pp_side_end(struct tscfk_pp *pp, struct pp_side *side)
 {
 	complete_all(&side->done);
 	pp_put(pp);
-	module_put(THIS_MODULE);
 }
 
 /*
@@ -229,14 +242,18 @@ static bool pp_round(struct tscfk_pp *pp, u32 round, u64 end,
 	return true;
 }
 
-static void pp_reference(struct work_struct *work)
+static int pp_reference(void *data)
 {
-	struct tscfk_pp *pp = container_of(work, struct tscfk_pp, ref.work);
+	struct tscfk_pp *pp = data;
 	struct irqoff_window w;
 	unsigned int done = 0, trips = 0;
 	u32 round = 0;
 
 	if (!pp_side_begin(pp, &pp->ref))
+		goto out;
+	/* Started before the pair's turn, outside the hotplug lock: idle till then. */
+	wait_for_completion_state(&pp->go, TASK_IDLE);
+	if (READ_ONCE(pp->stop))
 		goto out;
 	while (done < tscfk_rounds && pp_going(pp)) {
 		if (!window_open(pp, &pp->ref, &w))
@@ -261,6 +278,7 @@ static void pp_reference(struct work_struct *work)
 	WRITE_ONCE(pp->line.ping, PP_STOP);
 out:
 	pp_side_end(pp, &pp->ref);
+	module_put_and_kthread_exit(0);
 }
 
 /*
@@ -292,9 +310,9 @@ static void read_tsc_adjust(struct pp_side *side)
  * interrupts off until the window ends, and wait again.  Interrupts are
  * thus off only while the reference is sending.
  */
-static void pp_target(struct work_struct *work)
+static int pp_target(void *data)
 {
-	struct tscfk_pp *pp = container_of(work, struct tscfk_pp, target.work);
+	struct tscfk_pp *pp = data;
 	struct irqoff_window w;
 	u32 seen = 0, ping;
 
@@ -329,76 +347,125 @@ static void pp_target(struct work_struct *work)
 	}
 out:
 	pp_side_end(pp, &pp->target);
+	module_put_and_kthread_exit(0);
 }
 
-static void pp_side_init(struct pp_side *side, unsigned int cpu,
-			 work_func_t fn)
+static void pp_side_init(struct pp_side *side, unsigned int cpu)
 {
-	INIT_WORK(&side->work, fn);
 	init_completion(&side->started);
 	init_completion(&side->done);
 	side->cpu = cpu;
 }
 
 /*
- * Queue a side, holding the pair and the module for it.  Fails only once
- * rmmod began: its caller is then about to stop measuring anyway.
+ * Start a side's thread on its CPU, holding the pair and the module for
+ * it.  Fails with ENODEV once rmmod began (its caller is then about to
+ * stop measuring anyway), or as kthread_create_on_cpu() does.
  */
-static bool pp_queue(struct tscfk_pp *pp, struct pp_side *side)
+static int pp_side_start(struct tscfk_pp *pp, struct pp_side *side,
+			 int (*fn)(void *data))
 {
+	struct task_struct *task;
+
 	if (!try_module_get(THIS_MODULE))
-		return false;
+		return -ENODEV;
+	task = kthread_create_on_cpu(fn, pp, side->cpu, "tscfk/%u");
+	if (IS_ERR(task)) {
+		module_put(THIS_MODULE);
+		return PTR_ERR(task);
+	}
+	/* As a WQ_HIGHPRI worker: before ordinary tasks, after real-time ones. */
+	sched_set_normal(task, MIN_NICE);
+	side->task = get_task_struct(task);
 	refcount_inc(&pp->refs);
-	side->queued = true;
-	queue_work_on(side->cpu, pp_wq, &side->work);
-	return true;
+	wake_up_process(task);
+	return 0;
 }
 
 /*
- * Stop waiting for a queued side.  If it has not run it never will, and
- * what it held is dropped here.  If it has, it may still be running,
- * preempted for good: it drops them itself when it ends (pp_side_end()).
+ * Move a side that is still alive off its CPU, where a real-time task may
+ * keep it for good, to a housekeeping CPU that is not isolated (or, if
+ * there is none, to the pair's other CPU, which the pair disturbs anyway):
+ * there it ends at once, as pp_side_begin() or window_open() sees another
+ * CPU, or the pair stopped, and lets go of the module.  A side that is
+ * exiting has let go of it already.  Only measure_work moves sides, one at
+ * a time: the mask is its own.
  */
-static void pp_abandon(struct tscfk_pp *pp, struct pp_side *side)
+static void pp_move_off(struct pp_side *side, unsigned int other_cpu)
 {
-	if (side->queued && cancel_work(&side->work)) {
-		pp_put(pp);
-		module_put(THIS_MODULE);
-	}
-}
+	static struct cpumask elsewhere;
+	unsigned int cpu;
 
-/* End the pair now, whatever its sides are doing, and drop the caller's hold. */
-static void pp_give_up(struct tscfk_pp *pp)
-{
-	WRITE_ONCE(pp->stop, true);
-	complete_all(&pp->go);
-	pp_abandon(pp, &pp->target);
-	pp_abandon(pp, &pp->ref);
-	pp_put(pp);
+	if (!side->task || (READ_ONCE(side->task->flags) & PF_EXITING))
+		return;
+	cpumask_clear(&elsewhere);
+	for_each_cpu_and(cpu, cpu_online_mask, housekeeping_cpumask(HK_TYPE_KTHREAD))
+		if (cpu != side->cpu && !cpu_is_isolated(cpu))
+			__cpumask_set_cpu(cpu, &elsewhere);
+	if (cpumask_empty(&elsewhere))
+		cpumask_set_cpu(other_cpu, &elsewhere);
+	if (set_cpus_allowed_ptr(side->task, &elsewhere))
+		pr_warn_once("cpu%u: a side given up on could not be moved off it: rmmod is refused until it runs\n",
+			     side->cpu);
 }
 
 struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu,
 				unsigned long start_by)
 {
 	struct tscfk_pp *pp = kzalloc(sizeof(*pp), GFP_KERNEL);
+	int err;
 
 	if (!pp)
 		return ERR_PTR(-ENOMEM);
-	pp_side_init(&pp->ref, ref_cpu, pp_reference);
-	pp_side_init(&pp->target, target_cpu, pp_target);
+	pp_side_init(&pp->ref, ref_cpu);
+	pp_side_init(&pp->target, target_cpu);
 	init_completion(&pp->go);
 	pp->start_by = start_by;
 	refcount_set(&pp->refs, 1);
-	if (!pp_queue(pp, &pp->target)) {
+	err = pp_side_start(pp, &pp->target, pp_target);
+	if (err) {
 		pp_put(pp);
-		return ERR_PTR(-ENODEV);
+		return ERR_PTR(err);
 	}
 	return pp;
 }
 
-void tscfk_pp_drop(struct tscfk_pp *pp)
+/*
+ * Before the pair's turn and outside the hotplug lock, so that CPU hotplug
+ * waits for the turn alone: wait, until the measurement's common deadline,
+ * for the target's side to start, and then start the reference's, which
+ * sleeps until the turn.
+ */
+void tscfk_pp_prepare(struct tscfk_pp *pp)
 {
-	pp_give_up(pp);
+	if (IS_ERR_OR_NULL(pp) || !wait_until(&pp->target.started, pp->start_by) ||
+	    READ_ONCE(pp->target.wrong_cpu))
+		return;
+	pp->ref_err = pp_side_start(pp, &pp->ref, pp_reference);
+}
+
+/*
+ * Outside the hotplug lock, once the pair is judged or not to be measured:
+ * end it, whatever its sides are doing, and drop the caller's hold.  The
+ * sides of a pair without a result are moved off their CPUs first (and
+ * before a target asleep until its turn is woken: it wakes where it was
+ * moved to, with no IPI to its own CPU).  The module is held while they
+ * are moved: set_cpus_allowed_ptr() waits for a side that a real-time task
+ * preempted with migration disabled (in a sleeping spinlock of PREEMPT_RT),
+ * and rmmod must be refused meanwhile, not wait for this.
+ */
+void tscfk_pp_release(struct tscfk_pp *pp)
+{
+	if (IS_ERR_OR_NULL(pp))
+		return;
+	WRITE_ONCE(pp->stop, true);
+	if (!pp->measured && try_module_get(THIS_MODULE)) {
+		pp_move_off(&pp->target, pp->ref.cpu);
+		pp_move_off(&pp->ref, pp->target.cpu);
+		module_put(THIS_MODULE);
+	}
+	complete_all(&pp->go);
+	pp_put(pp);
 }
 
 /* Wait, within the bound, for both sides; say why the pair has no result. */
@@ -436,39 +503,54 @@ static unsigned int count_clean(const u32 *trips, unsigned int n)
 	return clean;
 }
 
+/* The reason for a side that could not be started. */
+static enum tscfk_why start_failed(int err)
+{
+	/* ENODEV: rmmod began, and nothing is published. */
+	return err == -ENODEV ? TSCFK_WHY_PENDING : TSCFK_WHY_NO_MEMORY;
+}
+
+/*
+ * The pair's turn, under the hotplug lock: both CPUs stay online.  Waits
+ * no longer than timeout_ms and PP_SLACK_MS; the caller then releases the
+ * pair (tscfk_pp_release()), with a result or not.
+ */
 void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 {
 	u64 khz = tsc_khz;
 
 	*pair = (struct tscfk_pair){ .why = TSCFK_WHY_NONE };
-	if (!wait_until(&pp->target.started, pp->start_by)) {
+	if (!completion_done(&pp->target.started)) {
 		pair->why = TSCFK_WHY_NOT_STARTED;
-		goto give_up;
+		return;
 	}
 	if (READ_ONCE(pp->target.wrong_cpu)) {
 		pair->why = TSCFK_WHY_WRONG_CPU;
-		goto give_up;
+		return;
+	}
+	if (!pp->ref.task) {
+		/* None if the target's side started after the deadline. */
+		pair->why = pp->ref_err ? start_failed(pp->ref_err) :
+					  TSCFK_WHY_NOT_STARTED;
+		return;
 	}
 	pp->trips = kvmalloc_array(tscfk_rounds, sizeof(*pp->trips), GFP_KERNEL);
 	if (!pp->trips) {
 		pair->why = TSCFK_WHY_NO_MEMORY;
-		goto give_up;
+		return;
 	}
 	pp->budget_ticks = div_u64((u64)tscfk_irqoff_max_us * khz, 1000);
 	pp->end = jiffies + msecs_to_jiffies(tscfk_timeout_ms);
 	tscfk_offset_init(&pp->est);
 
-	/* Queueing and complete_all() order the stores above before both sides. */
-	if (!pp_queue(pp, &pp->ref)) {
-		pair->why = TSCFK_WHY_PENDING;	/* rmmod began: nothing is published */
-		goto give_up;
-	}
+	/* complete_all() orders the stores above before both sides. */
 	complete_all(&pp->go);
 	pair->why = pp_wait(pp);
 	if (pair->why != TSCFK_WHY_NONE)
-		goto give_up;
+		return;
 
 	/* Both are done: 'done' orders their writes before this. */
+	pp->measured = true;
 	pair->max_irqoff_ns = max(pp->ref.irqoff_ns, pp->target.irqoff_ns);
 	pair->have_adjust = pp->target.have_adjust;
 	pair->adjust = pp->target.adjust;
@@ -476,30 +558,4 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 		pair->clean_rounds = count_clean(pp->trips, pp->nr_trips);
 	else
 		pair->why = TSCFK_WHY_TOO_FEW_PROBES;
-	pp_put(pp);
-	return;
-
-give_up:
-	pp_give_up(pp);
-}
-
-/*
- * The sides spin for up to timeout_ms: on a shared pool they would hold up
- * every other item queued behind them on that CPU.  WQ_CPU_INTENSIVE keeps
- * them out of the pool's concurrency management, so other items get
- * another worker; WQ_HIGHPRI lets them run before ordinary kworkers.
- */
-int tscfk_pingpong_init(void)
-{
-	pp_wq = alloc_workqueue("tsc_freq_khz", WQ_HIGHPRI | WQ_CPU_INTENSIVE, 0);
-	return pp_wq ? 0 : -ENOMEM;
-}
-
-/*
- * Every side held the module until its last instruction, and rmmod found
- * it held by none: what is left on the queue is returning.
- */
-void tscfk_pingpong_exit(void)
-{
-	destroy_workqueue(pp_wq);
 }

@@ -84,18 +84,20 @@ struct tscfk_pair {
 };
 
 /*
- * tscfk_pp_start() queues the target's side at once (ERR_PTR on failure);
- * the pair is then given to exactly one of tscfk_pp_measure(), at its
- * turn, or tscfk_pp_drop().  Neither waits longer than timeout_ms and a
- * little slack past 'start_by' or the turn.
+ * A pair's life: tscfk_pp_start() starts the target's side at once
+ * (ERR_PTR on failure); before the pair's turn, tscfk_pp_prepare() waits
+ * until 'start_by' at most for it to start, and starts the reference's;
+ * at its turn, under the hotplug lock, tscfk_pp_measure() measures, in
+ * timeout_ms and a little slack; tscfk_pp_release() ends the pair in any
+ * case.  All but tscfk_pp_measure() outside the hotplug lock, and
+ * tscfk_pp_prepare() and tscfk_pp_release() accept an ERR_PTR or NULL.
  */
 struct tscfk_pp;
-int tscfk_pingpong_init(void);
-void tscfk_pingpong_exit(void);
 struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu,
 				unsigned long start_by);
+void tscfk_pp_prepare(struct tscfk_pp *pp);
 void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair);
-void tscfk_pp_drop(struct tscfk_pp *pp);
+void tscfk_pp_release(struct tscfk_pp *pp);
 
 /* cpu_sysfs.c: per-CPU files and cpu0/tsc_freq_khz. */
 int tscfk_cpu_sysfs_init(void);

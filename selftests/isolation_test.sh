@@ -3,13 +3,14 @@
 #
 # An isolated CPU (the guest boots with isolcpus=1 nohz_full=1) is left
 # alone: nothing of the module runs on cpu1 during load and remeasure, as
-# the kernel's own tracepoints show (no work item of the module queued or
-# run there; where the kernel traces IPIs, none to cpu1 from the module or
-# for its MSR read: under QEMU's TCG, whose CPUs have no TSC_ADJUST, the
-# module sends no IPI at all), and cpu1 reads unmeasured / isolated.  With measure_isolated=1 it is measured, the tracepoints show
-# the module's work on it (so the observable can see it), and its longest
-# interrupts-off window is within irqoff_max_us + 1 ms in the best of three
-# measurements, as sysfs_test holds it.
+# the kernel's own tracepoints show (no thread of the module switched to or
+# woken there, no work item of it run there; where the kernel traces IPIs,
+# none to cpu1 from the module or for its MSR read: under QEMU's TCG, whose
+# CPUs have no TSC_ADJUST, the module sends no IPI at all), and cpu1 reads
+# unmeasured / isolated.  With measure_isolated=1 it is measured, the
+# tracepoints show the module's thread on it (so the observable can see
+# it), and its longest interrupts-off window is within irqoff_max_us + 1 ms
+# in the best of three measurements, as sysfs_test holds it.
 #
 # Usage: isolation_test.sh MODULE.ko   (root, module unloaded)
 
@@ -34,21 +35,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Start tracing work items and IPIs; print the module's ones on cpu1 after.
-# ipi_send_cpu (6.6 and later) names the function an IPI runs.
+# Start tracing context switches, wake-ups, work items and IPIs; print the
+# module's ones on cpu1 after: its threads are named tscfk/N, its work item
+# is measure_requested.  ipi_send_cpu (6.6 and later) names the function an
+# IPI runs.
 ipi=$tr/events/ipi/ipi_send_cpu
 trace_start() {
 	echo 0 > $tr/events/enable
 	echo > $tr/trace
-	echo 1 > $tr/events/workqueue/workqueue_queue_work/enable
+	echo 1 > $tr/events/sched/sched_switch/enable
+	echo 1 > $tr/events/sched/sched_wakeup/enable
 	echo 1 > $tr/events/workqueue/workqueue_execute_start/enable
 	[ -e $ipi ] && echo 1 > $ipi/enable
 }
 ours_on_cpu1() {
 	echo 0 > $tr/events/enable
 	{
-		grep -E 'pp_(target|reference)' $tr/per_cpu/cpu1/trace
-		grep -E 'workqueue=tsc_freq_khz .*[^_]cpu=1\b' $tr/trace
+		grep -E 'comm=tscfk/|measure_requested' $tr/per_cpu/cpu1/trace
+		grep -E 'sched_wakeup: comm=tscfk/.* target_cpu=0*1$' $tr/trace
 		grep -E 'ipi_send_cpu: cpu=1 .*(tsc_freq_khz|rdmsr)' $tr/trace
 	} | grep -v '^#'
 }
@@ -70,7 +74,7 @@ said=$(dmesg | sed -n "/$mark/,\$p" | grep -c 'not measuring isolated CPUs 1 ')
 ktap_check "the kernel log says so once" test "$said" = 1
 seen=$(ours_on_cpu1)
 [ -z "$seen" ] || sed 's/^/# /' <<< "$seen"
-ktap_check "nothing of the module ran or was queued on cpu1" test -z "$seen"
+ktap_check "nothing of the module ran or was woken on cpu1" test -z "$seen"
 tscfk_unload
 
 trace_start
@@ -78,7 +82,7 @@ insmod "$ko" measure_isolated=1
 ktap_check "with measure_isolated=1 cpu1 is measured" \
 	test "$(cat $cpu/cpu1/tsc/status)" = measured
 seen=$(ours_on_cpu1)
-echo "# $(grep -c . <<< "$seen") of the module's work items on cpu1, e.g.:"
+echo "# $(grep -c . <<< "$seen") events of the module's on cpu1, e.g.:"
 head -n 2 <<< "$seen" | sed 's/^/# /'
 ktap_check "and the tracepoints show the module's work on cpu1" test -n "$seen"
 

@@ -2,7 +2,7 @@
 #
 # Sourced by the shell tests.  tscfk_unload [COMMAND]: unload tsc_freq_khz
 # with COMMAND (default rmmod).  The module is in use (EAGAIN) while any of
-# its work items may still run, which includes the last instructions of a
+# its threads may still run, which includes the last instructions of a
 # measurement that has just returned: retry for about a second, quietly
 # but for the last try.
 
