@@ -32,14 +32,16 @@ vm-notsc: dkms-check
 	@! grep -a '^not ok' $(BUILD)/vm/notsc.log
 
 # tsc_clock_check() and the exact system clocks on the module's page across
-# a suspend to RAM, woken by the RTC's alarm.  The 9p shares do not come
-# back from it: the module is loaded and the test copied to the guest's
-# tmpfs before, the test linked statically, and it must not skip (a skip
-# would hide that it never ran).  1 CPU: 6.12 keeps its TSC there.
+# a suspend to RAM, woken by the RTC's alarm, and a suspend to idle, woken
+# by the ACPI power button that the harness presses when the test asks.
+# The 9p shares do not come back from either: the module and the button's
+# driver are loaded and the test copied to the guest's tmpfs before, the
+# test linked statically, and it must not skip (a skip would hide that it
+# never ran).  1 CPU: 6.12 keeps its TSC there.
 vm-suspend: selftests dkms-check
-	scripts/vm/run-in-vm.sh --kernel $(NEWEST_GENERIC) --smp 1 --timeout 300 \
+	scripts/vm/run-in-vm.sh --kernel $(NEWEST_GENERIC) --smp 1 --timeout 300 --power-button \
 		--log $(BUILD)/vm/suspend.log -- sh -c \
-		'insmod $(call DKMS_KO,$(NEWEST_GENERIC)) && \
+		'insmod $(call DKMS_KO,$(NEWEST_GENERIC)) && modprobe button && \
 		 cp $(BUILD)/selftests/suspend_test /tmp/ && exec /tmp/suspend_test'
 	@! grep -a -e '^not ok' -e '^ok .*# SKIP' $(BUILD)/vm/suspend.log
 

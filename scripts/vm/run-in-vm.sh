@@ -18,8 +18,11 @@ usage() {
 	cat >&2 <<EOF
 usage: $0 [--kernel RELEASE | --image BZIMAGE] [--smp N] [--mem MB] [--timeout SEC]
           [--boot-timeout SEC] [--cpu MODEL] [--append "kernel args"] [--env NAME]... [--log FILE] [--quiet]
-          [--errors-on-console] -- COMMAND [ARG]...
+          [--errors-on-console] [--power-button] -- COMMAND [ARG]...
 --quiet: show only the command's output (the log keeps the whole console)
+--power-button: press the guest's ACPI power button N seconds after each
+          line "vmrun: press the power button in N s" on its console (a
+          wake-up source from suspend-to-idle; needs python3)
 --errors-on-console: the kernel prints only errors to the console as they
           come (loglevel=4), its whole log when the command ends
 --image: a kernel of our own with virtio-pci and 9p built in (no modules)
@@ -36,7 +39,7 @@ here=$(cd "$(dirname "$0")" && pwd -P)
 repo=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null) || repo=$(cd "$here/../.." && pwd -P)
 build=$repo/build/vm
 
-kernel='' image='' smp=1 mem=1024 tmo=600 boot_tmo=180 cpu=max append='' log='' envs=(CI) quiet=
+kernel='' image='' smp=1 mem=1024 tmo=600 boot_tmo=180 cpu=max append='' log='' envs=(CI) quiet='' button=''
 while (($#)); do
 	case $1 in
 	--kernel) kernel=${2:?}; shift 2 ;;
@@ -49,6 +52,7 @@ while (($#)); do
 	--append) append="$append ${2?}"; shift 2 ;;
 	--log) log=${2:?}; shift 2 ;;
 	--quiet) quiet=1; shift ;;
+	--power-button) button=1; shift ;;
 	# 6.1's lockdep flags any console write from a hard interrupt
 	# (printk takes the serial port's spinlock_t under the raw
 	# console_owner: "Invalid wait context"; fixed upstream by "printk:
@@ -103,7 +107,9 @@ done
 # command line: no quoting or length limits, and the pid keeps concurrent runs apart.
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 cmdrel=build/vm/cmd.$$
-trap 'rm -f "$repo/$cmdrel" "$log.pid"' EXIT
+# QEMU's monitor, for --power-button: a socket of this run's own.
+mon=$build/monitor.$$
+trap 'rm -f "$repo/$cmdrel" "$log.pid" "$mon"' EXIT
 {
 	echo "cd $(q "$repo") || exit 125"
 	echo "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb"
@@ -123,6 +129,7 @@ qemu=(qemu-system-x86_64 -accel tcg -cpu "$cpu" -smp "$smp" -m "$mem"
 	-append "console=ttyS0 panic=-1 oops=panic printk.time=1 vmrun.repo=$repo vmrun.cmd=$cmdrel $append"
 	-virtfs local,path=/,mount_tag=host,security_model=passthrough,readonly=on,multidevs=remap
 	-virtfs "local,path=$repo,mount_tag=work,security_model=passthrough,multidevs=remap")
+[[ -z $button ]] || qemu+=(-monitor "unix:$mon,server=on,wait=off")
 
 now() { local t=${EPOCHREALTIME//[!0-9]/}; echo $((10#$t / 1000)); } # ms
 secs() { printf '%d.%01d s' $(($1 / 1000)) $(($1 % 1000 / 100)); }
@@ -157,6 +164,41 @@ boot_watch() {
 		kill "$pid" || return 1
 	return 3
 }
+# --power-button: the guest asks for a press of its ACPI power button, its
+# wake-up source from suspend-to-idle, with a line "vmrun: press the power
+# button in N s".  QEMU's RTC cannot end an s2idle: it raises its wake
+# event only for a guest QEMU suspended itself.  The monitor's
+# system_powerdown raises the button's fixed ACPI event.
+press_power_button() {
+	python3 - "$mon" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(b"system_powerdown\n")
+seen = b""
+while seen.count(b"(qemu)") < 2:  # the banner's prompt, then the command's
+    data = s.recv(4096)
+    if not data:
+        break
+    seen += data
+EOF
+}
+button_watch() {
+	local pressed=0 asks
+	while sleep 0.2; do
+		mapfile -t asks < <(sed -n 's/^vmrun: press the power button in \([0-9]\{1,2\}\) s$/\1/p' "$log" 2>/dev/null)
+		while ((pressed < ${#asks[@]})); do
+			sleep "${asks[pressed]}"
+			if press_power_button; then
+				echo "vmrun: pressed the power button (asked $((pressed + 1)))"
+			else
+				echo "vmrun: could not press the power button"
+			fi
+			pressed=$((pressed + 1))
+		done
+	done
+}
 start=$(now) booted=''
 # Stream the console to stdout and the log; note when the command starts.
 # lastpipe keeps `booted` set by the loop; \r comes from the serial line.
@@ -173,6 +215,11 @@ set +e
 for attempt in 1 2; do
 	boot_watch </dev/null >/dev/null 2>&1 &
 	watch=$!
+	bwatch=''
+	if [[ -n $button ]]; then
+		button_watch </dev/null >"$log.button" 2>&1 &
+		bwatch=$!
+	fi
 	timeout --foreground -k 10 "$tmo" "${qemu[@]}" </dev/null 2>&1 |
 		while IFS= read -r line || [[ -n $line ]]; do
 			line=${line%$'\r'}
@@ -184,6 +231,7 @@ for attempt in 1 2; do
 			[[ -z $booted && $line == *'vmrun: starting command'* ]] && booted=$(now)
 		done 3>>"$log"
 	rc=${PIPESTATUS[0]}
+	[[ -z $bwatch ]] || { kill "$bwatch" 2>/dev/null; wait "$bwatch"; }
 	kill "$watch" 2>/dev/null
 	wait "$watch"
 	hung=$(($? == 3))
