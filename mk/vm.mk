@@ -8,7 +8,7 @@
 # module.  run-in-vm.sh fails on a panic, an oops, a WARN or a timeout, and
 # we fail on any "not ok" as well.
 VM_RUNS := $(foreach k,$(VM_KERNELS),$(foreach n,$(if $(findstring -rt-,$(k)),$(SMP_RT),$(SMP)),vm-$(k)-smp$(n)))
-VM_RUNS += $(filter-out $(VM_RUNS),$(if $(GENERIC),$(foreach n,$(SMP_OVERCOMMIT),vm-$(NEWEST_GENERIC)-smp$(n))))
+VM_RUNS += $(filter-out $(VM_RUNS),$(if $(GENERIC),$(foreach n,$(SMP_OVERCOMMIT),vm-$(OLDEST_GENERIC)-smp$(n))))
 # More vCPUs than host CPUs: the host preempts vCPUs inside IRQ-off windows.
 HOST_CPUS := $(shell nproc)
 vm_kernel = $(word 1,$(subst -smp, ,$(1)))
