@@ -175,15 +175,24 @@ static uint64_t measure_quantum(const struct tsc__calib_clock *c)
 	return q;
 }
 
+/* With cpu >= 0: is the thread on another CPU than 'cpu'? */
+static bool elsewhere(const struct tsc__calib_clock *c, int cpu)
+{
+	return cpu >= 0 && c->cpu && c->cpu(c->ctx) != cpu;
+}
+
 /*
  * The tightest of a few brackets; false if none was valid (the TSC did
- * not advance across the clock read) or, with cpu >= 0, if the sample was
- * taken elsewhere.  *last_ns: the reference's last reading, valid or not.
+ * not advance across the clock read) or, with cpu >= 0, if the thread was
+ * elsewhere before or after them: a move there and back within a sample
+ * would take two migrations in a microsecond.  *last_ns: the reference's
+ * last reading, valid or not.
  */
 static bool take_sample(const struct tsc__calib_clock *c, int cpu,
 			struct sample *out, uint64_t *last_ns)
 {
 	struct sample best = { .width = UINT64_MAX };
+	bool moved = elsewhere(c, cpu);
 
 	for (int i = 0; i < TRIES; i++) {
 		uint64_t a = c->ticks(c->ctx);
@@ -194,9 +203,7 @@ static bool take_sample(const struct tsc__calib_clock *c, int cpu,
 		if (b >= a && b - a < best.width)
 			best = (struct sample){ a + (b - a) / 2, ns, b - a };
 	}
-	if (best.width == UINT64_MAX)
-		return false;
-	if (cpu >= 0 && c->cpu && c->cpu(c->ctx) != cpu)
+	if (best.width == UINT64_MAX || moved || elsewhere(c, cpu))
 		return false;
 	*out = best;
 	return true;
