@@ -418,7 +418,10 @@ static inline uint64_t tsc_rdtsc_start(void)
  * start and tsc_now_ordered() at its end: the first reads the TSC before
  * anything after it, the second after everything before it.
  */
-/* The CLOCK_MONOTONIC time at which the TSC read 'ticks'. */
+/*
+ * The clock's time at which the TSC read 'ticks': CLOCK_MONOTONIC's at the
+ * anchor, advancing at the TSC's rate since (not NTP's).
+ */
 static inline uint64_t tsc_clock_ns(const struct tsc_clock *clk, uint64_t ticks)
 {
 	return tsc_ticks_to_ns(&clk->conv, ticks) - clk->mono_off;
