@@ -112,13 +112,16 @@ $(RT_SPINNER_RUNS): vm-rt-spinner-%: selftests kbuild-check
 		$(BUILD)/selftests/rt_spinner
 	@! grep -a -e '^not ok' -e '^1\.\.0 # SKIP' $(BUILD)/vm/rt-spinner-$*.log
 
-# The kernel's own checkers: a debug kernel from Debian's linux-source-6.1
-# with lockdep, KASAN, kmemleak and debug objects (scripts/vm/debug-kernel.sh,
-# built once and cached), booted with 2 CPUs to run every selftest, then
-# with 3 for rt_spinner_test's stalled side, which needs a third CPU.  Any
-# report fails the run: run-in-vm.sh on BUG:/WARNING: lines, run_tests.sh's
-# kmemleak and dmesg_clean tests on the rest.
-DEBUG_BUILD = $(BUILD)/debug
+# The kernel's own checkers: two debug kernels from Debian's
+# linux-source-6.1 (scripts/vm/debug-kernel.sh, built once and cached),
+# kasan (lockdep, KASAN, kmemleak, debug objects) and kcsan (KCSAN, which
+# cannot be built beside KASAN), each booted with 2 CPUs to run every
+# selftest of the kernel side, then with 3 for rt_spinner_test's stalled
+# side, which needs a third CPU.  Any report fails the run: run-in-vm.sh
+# on BUG:/WARNING: lines (KCSAN's "BUG: KCSAN: data-race" among them),
+# run_tests.sh's kmemleak and dmesg_clean tests on the rest.
+DEBUG_FLAVOURS := kasan kcsan
+DEBUG_RUNS := $(foreach f,$(DEBUG_FLAVOURS),vm-debug-$(f))
 # The checkers slow everything down several times under TCG: fewer
 # load/unload cycles, and not the tests of libtsc and its tools, which
 # run no kernel code of ours but the files' reads (sysfs_test has those).
@@ -127,41 +130,42 @@ DEBUG_CYCLES ?= 20
 # under KASAN and TCG the interpreter runs _PRT past ACPICA's 30 s loop
 # timeout, and virtio-pci is left without an interrupt.
 DEBUG_APPEND := acpi=noirq
-# Only errors on the console as they come (see run-in-vm.sh), and a wider
-# margin for rt_spinner_test: there the checkers make loading a module
-# take seconds by itself (2.2 s seen on an Intel host; on an AMD one an
-# insmod took 6.5 s in all, 0.5 s of it the bounded wait).
+# Only errors on the console as they come (see run-in-vm.sh), and for
+# KASAN a wider margin for rt_spinner_test: there the checkers make
+# loading a module take seconds by itself (2.2 s seen on an Intel host; on
+# an AMD one an insmod took 6.5 s in all, 0.5 s of it the bounded wait).
 # KASAN's kernel boots in a minute or more under TCG on a loaded host.
 DEBUG_VM = scripts/vm/run-in-vm.sh --image $(1)/arch/x86/boot/bzImage --mem 2048 \
 	--boot-timeout 600 --append "$(DEBUG_APPEND)" --errors-on-console --env TSCFK_MARGIN_MS
 export TSCFK_MARGIN_MS
-vm-debug: TSCFK_MARGIN_MS = 9000
+vm-debug-kasan: TSCFK_MARGIN_MS = 9000
 DEBUG_SKIP := scaling_test clients_test libtsc_test sysclock_exact_test tsc_report_test tsc_jitter_test \
 	tsc_coreclock_test tsc_interference_test
-vm-debug: selftests lib
-	@kdir=$$(scripts/vm/debug-kernel.sh) && \
-	rm -rf $(DEBUG_BUILD) && mkdir -p $(DEBUG_BUILD)/kmod && \
-	cp -a Kbuild module common $(DEBUG_BUILD)/ && cp -a selftests/kmod/* $(DEBUG_BUILD)/kmod/ && \
-	$(MAKE) -s -C $$kdir M=$(DEBUG_BUILD) W=1 modules && \
-	$(MAKE) -s -C $$kdir M=$(DEBUG_BUILD)/kmod modules && \
+vm-debug: $(DEBUG_RUNS)
+$(DEBUG_RUNS): vm-debug-%: selftests lib
+	@kdir=$$(scripts/vm/debug-kernel.sh $*) && d=$(BUILD)/debug-$* && \
+	rm -rf $$d && mkdir -p $$d/kmod && \
+	cp -a Kbuild module common $$d/ && cp -a selftests/kmod/* $$d/kmod/ && \
+	$(MAKE) -s -C $$kdir M=$$d W=1 modules && \
+	$(MAKE) -s -C $$kdir M=$$d/kmod modules && \
 	mkdir -p $(BUILD)/vm && \
-	TSCFK_FAKE_KO=$(DEBUG_BUILD)/kmod/tscfk_fake_kernel_file.ko TSCFK_CYCLES=$(DEBUG_CYCLES) \
+	TSCFK_FAKE_KO=$$d/kmod/tscfk_fake_kernel_file.ko TSCFK_CYCLES=$(DEBUG_CYCLES) \
 	TSCFK_SKIP="$(DEBUG_SKIP)" TSCFK_SKIP_WHY="userspace's test, not the kernel's: not on the debug kernel" \
 	TSCFK_OVERCOMMITTED="the debug kernel: its checkers in every window, under TCG" \
-	$(call DEBUG_VM,$$kdir) --smp 2 --timeout 1800 --log $(BUILD)/vm/debug.log \
+	$(call DEBUG_VM,$$kdir) --smp 2 --timeout 1800 --log $(BUILD)/vm/debug-$*.log \
 		--env TSCFK_FAKE_KO --env TSCFK_CYCLES --env TSCFK_SKIP --env TSCFK_SKIP_WHY \
 		--env TSCFK_OVERCOMMITTED -- \
-		selftests/run_tests.sh $(DEBUG_BUILD)/tsc_freq_khz.ko $(BUILD)/selftests && \
+		selftests/run_tests.sh $$d/tsc_freq_khz.ko $(BUILD)/selftests && \
 	$(call DEBUG_VM,$$kdir) --smp 3 --append "$(RT_SPINNER_APPEND)" \
-		--log $(BUILD)/vm/debug-rt-spinner.log -- \
-		selftests/rt_spinner_test.sh $(DEBUG_BUILD)/tsc_freq_khz.ko $(BUILD)/selftests/rt_spinner
-	@! grep -a -e '^not ok' -e '^1\.\.0 # SKIP' $(BUILD)/vm/debug.log $(BUILD)/vm/debug-rt-spinner.log
+		--log $(BUILD)/vm/debug-$*-rt-spinner.log -- \
+		selftests/rt_spinner_test.sh $$d/tsc_freq_khz.ko $(BUILD)/selftests/rt_spinner
+	@! grep -a -e '^not ok' -e '^1\.\.0 # SKIP' $(BUILD)/vm/debug-$*.log $(BUILD)/vm/debug-$*-rt-spinner.log
 
 vm-check: $(VM_RUNS) vm-notsc vm-suspend vm-bench-smoke vm-scaling $(ISOLATION_RUNS) $(RT_SPINNER_RUNS) vm-debug
 
 # Every guest's log with KTAP results, for make check's summary.
 VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-scaling $(ISOLATION_RUNS) \
-	$(RT_SPINNER_RUNS) vm-debug vm-debug-rt-spinner)
+	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS)))
 
 .PHONY: vm-check $(VM_RUNS) vm-notsc vm-suspend vm-bench-smoke bench-windows vm-scaling $(ISOLATION_RUNS) \
-	$(RT_SPINNER_RUNS) vm-debug
+	$(RT_SPINNER_RUNS) vm-debug $(DEBUG_RUNS)

@@ -1,30 +1,35 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# The debug kernel that 'make check' boots: Debian's linux-source-6.1,
-# tinyconfig plus debug-kernel.config (lockdep, KASAN, kmemleak, debug
-# objects; just enough drivers for the harness).  Built once and cached
-# outside the clone, keyed by what makes it: the fragment's settings, this
-# script, the source package's version and the compiler's.  The tree stays in the
-# cache, built: external modules are built against it.
+# The debug kernels that 'make check' boots: Debian's linux-source-6.1,
+# tinyconfig plus debug-kernel.config (just enough drivers for the
+# harness, and the watchdogs) plus one flavour's checkers:
+#   kasan  debug-kasan.config: lockdep, KASAN, kmemleak, debug objects
+#   kcsan  debug-kcsan.config: KCSAN, which cannot be built beside KASAN
+# Built once and cached outside the clone, keyed by what makes it: the
+# fragments' settings, this script, the source package's version and the
+# compiler's.  The tree stays in the cache, built: external modules are
+# built against it.
 #
-# Usage: debug-kernel.sh    prints the tree's directory (a KDIR) on stdout
+# Usage: debug-kernel.sh FLAVOUR   prints the tree's directory (a KDIR) on stdout
 # Cache: DEBUG_KERNEL_CACHE, default /var/cache/tsc-freq-khz/debug-kernel;
-# other keys' trees there are removed once a new one is built.
+# the flavour's trees of other keys there are removed once a new one is built.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd -P)
-fragment=$here/debug-kernel.config
+flavour=${1:-}
+[[ $flavour =~ ^(kasan|kcsan)$ ]] || { echo "usage: $0 kasan|kcsan" >&2; exit 2; }
+fragments=("$here/debug-kernel.config" "$here/debug-$flavour.config")
 tarball=/usr/src/linux-source-6.1.tar.xz
 cache=${DEBUG_KERNEL_CACHE:-/var/cache/tsc-freq-khz/debug-kernel}
 
 die() { echo "debug-kernel: $*" >&2; exit 1; }
 [[ -r $tarball ]] || die "no $tarball (apt-get install linux-source-6.1)"
 version=$(dpkg-query -W -f '${Version}' linux-source-6.1)
-# The fragment's settings, not its comments.
-key=$( { grep '^CONFIG_' "$fragment"; cat "$0"; echo "$version"; gcc --version | head -n1; } |
+# The fragments' settings, not their comments.
+key=$( { grep -h '^CONFIG_' "${fragments[@]}"; cat "$0"; echo "$version"; gcc --version | head -n1; } |
 	sha256sum | cut -c1-16)
-dir=$cache/$key
+dir=$cache/$flavour-$key
 tree=$dir/linux-source-6.1
 if [[ -e $dir/built ]]; then
 	echo "debug-kernel: cached, $tree" >&2
@@ -35,19 +40,19 @@ fi
 mkdir -p "$cache"
 log=$dir.log
 start=$SECONDS
-echo "debug-kernel: building linux-source-6.1 $version with $fragment into $tree (log $log)" >&2
+echo "debug-kernel: building linux-source-6.1 $version with ${fragments[*]} into $tree (log $log)" >&2
 rm -rf "$dir"
 mkdir -p "$dir"
 {
 	tar -C "$dir" -xf "$tarball" &&
 	make -C "$tree" -s tinyconfig &&
-	(cd "$tree" && scripts/kconfig/merge_config.sh -m .config "$fragment") &&
+	(cd "$tree" && scripts/kconfig/merge_config.sh -m .config "${fragments[@]}") &&
 	make -C "$tree" -s olddefconfig
 } > "$log" 2>&1 || die "configuring failed, see $log"
 
-# Every line of the fragment must have survived olddefconfig: a checker
+# Every line of the fragments must have survived olddefconfig: a checker
 # silently dropped (a missing dependency) would check nothing.
-missing=$(grep -E '^CONFIG_[A-Z0-9_]+=' "$fragment" | while IFS= read -r line; do
+missing=$(grep -hE '^CONFIG_[A-Z0-9_]+=' "${fragments[@]}" | while IFS= read -r line; do
 	name=${line%%=*} value=${line#*=}
 	if [[ $value == n ]]; then
 		grep -qx "# $name is not set" "$tree/.config" || grep -qx "$name=n" "$tree/.config" ||
@@ -60,6 +65,8 @@ done)
 
 make -C "$tree" -j"$(nproc)" >> "$log" 2>&1 || { tail -n 20 "$log" >&2; die "build failed, see $log"; }
 touch "$dir/built"
-find "$cache" -mindepth 1 -maxdepth 1 ! -name "$key" ! -name "$key.log" -exec rm -rf {} +
+# This flavour's older trees, and those from before there were flavours.
+find "$cache" -mindepth 1 -maxdepth 1 \( -name "$flavour-*" -o -regex '.*/[0-9a-f]\{16\}\(\.log\)?' \) \
+	! -name "$flavour-$key" ! -name "$flavour-$key.log" -exec rm -rf {} +
 echo "debug-kernel: built $(make -s -C "$tree" kernelrelease) in $((SECONDS - start)) s" >&2
 echo "$tree"
