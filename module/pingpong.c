@@ -57,6 +57,7 @@
 #include <linux/cpumask.h>
 #include <linux/jiffies.h>
 #include <linux/kthread.h>
+#include <linux/math64.h>
 #include <linux/minmax.h>
 #include <linux/module.h>
 #include <linux/refcount.h>
@@ -66,7 +67,6 @@
 #include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/smp.h>
-#include <linux/timekeeping.h>
 #include <asm/cpufeature.h>
 #include <asm/msr.h>
 #include <asm/tsc.h>
@@ -91,7 +91,7 @@ struct pp_side {
 	bool wrong_cpu;			/* WRITE_ONCE, then 'started' or 'done' */
 	bool have_adjust;		/* these before 'done' */
 	s64 adjust;
-	u64 irqoff_ns;
+	u64 irqoff_ticks;	/* the longest window */
 };
 
 struct tscfk_pp {
@@ -143,12 +143,15 @@ static void pp_put(struct tscfk_pp *pp)
 }
 
 /*
- * One interrupts-off window.  It may end up to irqoff_max_us after the
+ * One interrupts-off window, timed on this CPU's TSC alone: no clocksource
+ * is read with interrupts off (an HPET read is a microsecond or so, and
+ * 6.1's KCSAN takes the unannotated seqcount latch of the kernel's fast
+ * clock for a data race).  It may end up to irqoff_max_us after the
  * pair's deadline: PP_SLACK_MS covers that.
  */
 struct irqoff_window {
 	unsigned long flags;
-	u64 start_ns;
+	u64 start_tsc;
 	u64 end_tsc;
 };
 
@@ -166,18 +169,18 @@ static bool window_open(struct tscfk_pp *pp, struct pp_side *side,
 		WRITE_ONCE(pp->stop, true);
 		return false;
 	}
-	w->start_ns = ktime_get_mono_fast_ns();
-	w->end_tsc = rdtsc() + pp->budget_ticks;
+	w->start_tsc = rdtsc();
+	w->end_tsc = w->start_tsc + pp->budget_ticks;
 	return true;
 }
 
 /* Close the window, keep its length, and let the rest of the system in. */
-static void window_close(struct irqoff_window *w, u64 *max_ns)
+static void window_close(struct irqoff_window *w, u64 *max_ticks)
 {
-	u64 ns = ktime_get_mono_fast_ns() - w->start_ns;
+	u64 ticks = rdtsc() - w->start_tsc;
 
 	local_irq_restore(w->flags);
-	*max_ns = max(*max_ns, ns);
+	*max_ticks = max(*max_ticks, ticks);
 	cond_resched();
 }
 
@@ -271,7 +274,7 @@ static int pp_reference(void *data)
 			if (!tsc_before(t2, w.end_tsc))
 				break;
 		}
-		window_close(&w, &pp->ref.irqoff_ns);
+		window_close(&w, &pp->ref.irqoff_ticks);
 	}
 	pp->nr_trips = trips;
 	/* The target needs nothing else from us: no ordering to add. */
@@ -343,7 +346,7 @@ static int pp_target(void *data)
 			cpu_relax();
 			ping = READ_ONCE(pp->line.ping);
 		} while (ping != PP_STOP && tsc_before(rdtsc(), w.end_tsc));
-		window_close(&w, &pp->target.irqoff_ns);
+		window_close(&w, &pp->target.irqoff_ticks);
 	}
 out:
 	pp_side_end(pp, &pp->target);
@@ -517,7 +520,7 @@ static enum tscfk_why start_failed(int err)
  */
 void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 {
-	u64 khz = tsc_khz;
+	u64 khz = tsc_khz, ticks;
 
 	*pair = (struct tscfk_pair){ .why = TSCFK_WHY_NONE };
 	if (!completion_done(&pp->target.started)) {
@@ -551,7 +554,8 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 
 	/* Both are done: 'done' orders their writes before this. */
 	pp->measured = true;
-	pair->max_irqoff_ns = max(pp->ref.irqoff_ns, pp->target.irqoff_ns);
+	ticks = max(pp->ref.irqoff_ticks, pp->target.irqoff_ticks);
+	pair->max_irqoff_ns = mul_u64_u32_div(ticks, NSEC_PER_MSEC, tsc_khz);
 	pair->have_adjust = pp->target.have_adjust;
 	pair->adjust = pp->target.adjust;
 	if (tscfk_offset_result(&pp->est, &pair->result))
