@@ -66,7 +66,8 @@ done)
 make -C "$tree" -j"$(nproc)" >> "$log" 2>&1 || { tail -n 20 "$log" >&2; die "build failed, see $log"; }
 touch "$dir/built"
 # This flavour's older trees, and those from before there were flavours.
-find "$cache" -mindepth 1 -maxdepth 1 \( -name "$flavour-*" -o -regex '.*/[0-9a-f]\{16\}\(\.log\)?' \) \
+find "$cache" -mindepth 1 -maxdepth 1 -regextype posix-extended \
+	\( -name "$flavour-*" -o -regex '.*/[0-9a-f]{16}(\.log)?' \) \
 	! -name "$flavour-$key" ! -name "$flavour-$key.log" -exec rm -rf {} +
 echo "debug-kernel: built $(make -s -C "$tree" kernelrelease) in $((SECONDS - start)) s" >&2
 echo "$tree"
