@@ -11,9 +11,10 @@
  * Nothing waits long for it.  Every pair is bounded (pingpong.c) and the
  * CPUs that never answer share one timeout.  The pairs are measured one at
  * a time, each pair's turn under its own cpus_read_lock(): CPU hotplug, and
- * so suspend, waits for one turn at most, and rmmod stops a measurement
- * between two pairs.  A writer of remeasure, who waits for the whole
- * measurement, waits interruptibly.  Results are published when the
+ * so suspend, waits for one turn at most.  rmmod is refused while a side's
+ * thread holds the module (pingpong.c), and once it began, the run under
+ * way skips its remaining pairs.  A writer of remeasure, who waits for the
+ * whole measurement, waits interruptibly.  Results are published when the
  * measurement ends, but not for the
  * CPUs that went offline or came online meanwhile: the hotplug callbacks
  * published those at once, and queued another run for them.
@@ -81,6 +82,7 @@ static bool ref_unresponsive_said;
 struct measurement {
 	unsigned long run;	/* its number in runs_taken */
 	unsigned int ref;
+	unsigned long start_by;	/* jiffies: the targets' sides must have started */
 	bool ref_unresponsive;	/* its side did not start: skip the rest */
 	bool ref_have_adjust;
 	s64 ref_adjust;
@@ -221,24 +223,24 @@ static void begin(struct cpumask *todo, struct measurement *m)
 
 /*
  * Start the targets' sides of every CPU to measure: they all get the same
- * time to start.  Outside the hotplug lock, as starting a thread is no
- * business of CPU hotplug's: a CPU that goes away meanwhile is judged
- * offline, or its side finds itself elsewhere; one that comes has asked
- * for another measurement.
+ * time to start, timeout_ms from the last one's creation (a round trip to
+ * kthreadd each, which the load may stretch).  Outside the hotplug lock,
+ * as starting a thread is no business of CPU hotplug's: a CPU that goes
+ * away meanwhile is judged offline, or its side finds itself elsewhere;
+ * one that comes has asked for another measurement.
  */
-static void start_targets(const struct cpumask *todo,
-			  const struct measurement *m)
+static void start_targets(const struct cpumask *todo, struct measurement *m)
 {
-	unsigned long start_by = jiffies + msecs_to_jiffies(tscfk_timeout_ms);
 	unsigned int cpu;
 
 	for_each_cpu(cpu, todo) {
 		struct tscfk_pp *pp = NULL;
 
 		if (cpu != m->ref && cpu_online(cpu) && cpu_wanted(cpu))
-			pp = tscfk_pp_start(m->ref, cpu, start_by);
+			pp = tscfk_pp_start(m->ref, cpu);
 		cpu_work[cpu].pending = pp;
 	}
+	m->start_by = jiffies + msecs_to_jiffies(tscfk_timeout_ms);
 }
 
 /*
@@ -373,7 +375,7 @@ static void measure_requested(struct work_struct *work)
 
 		cpu_work[cpu].pending = NULL;
 		if (!m.ref_unresponsive)
-			tscfk_pp_prepare(pp);
+			tscfk_pp_prepare(pp, m.start_by);
 		cpus_read_lock();
 		judge_cpu(&m, cpu, pp);
 		cpus_read_unlock();

@@ -31,22 +31,29 @@
  *    A side that started sleeps (TASK_IDLE) until its pair's turn.
  *  - At the turn, tscfk_pp_measure() waits for both sides only until
  *    timeout_ms, plus slack for a last window.
- *  - tscfk_pp_release() moves a side of a pair without a result that is
- *    still alive off its CPU, to a housekeeping one: a real-time task can
- *    keep a thread off one CPU, not off all of them.  There it finds its
- *    pair stopped and ends at once.  It belongs to its own struct tscfk_pp
- *    and can never take part in another pair.
+ *  - A side that is done sleeps until tscfk_pp_release() has moved it to
+ *    the housekeeping CPUs (a real-time task can keep a thread off one CPU,
+ *    not off all of them; an isolated CPU must not run its exit), and only
+ *    then ends.  A side not done finds its pair stopped there and ends at
+ *    once.  A side belongs to its own struct tscfk_pp and can never take
+ *    part in another pair.
  *  - Only the turn is under the hotplug lock: threads are started and moved
  *    outside it, so that CPU hotplug waits for timeout_ms and the slack at
  *    most.
  *  - A side holds the module from its start to its last instruction, which
  *    is module_put_and_kthread_exit(): it never returns into the module.  So
  *    rmmod is refused at once (EAGAIN) while a side may still run, and never
- *    waits for one; and a side given up on holds the module only until a
- *    housekeeping CPU has run it.  This is why the sides are threads of
- *    their own and not work items: a work item runs on after its function
- *    returns, in a worker that is bound to the CPU and cannot be moved, and
- *    destroy_workqueue() at rmmod waits for it without a bound.
+ *    waits for one; and a side holds the module after its pair's release
+ *    only until a housekeeping CPU has run it.  This is why the sides are
+ *    threads of their own and not work items: a work item runs on after its
+ *    function returns, in a worker that is bound to the CPU and cannot be
+ *    moved, and destroy_workqueue() at rmmod waits for it without a bound.
+ *  - Moving a side never waits long.  set_cpus_allowed_ptr() waits without
+ *    a bound for a task that a real-time one preempted with migration
+ *    disabled, as the sleeping spinlocks of PREEMPT_RT disable it, and the
+ *    exit path takes those.  Until its release a side takes raw spinlocks
+ *    only (a completion's), so it is asleep, queued or running: its move is
+ *    a change of mask, a requeue, or the stopper's, after one window at most.
  *
  * The caller holds cpus_read_lock() during a pair's turn, so both CPUs stay
  * online while it runs, and the bound threads stay on them.  Before its
@@ -107,7 +114,7 @@ struct tscfk_pp {
 	u64 budget_ticks;	/* longest interrupts-off window */
 	bool stop;		/* the caller gave up waiting: end now */
 	struct completion go;	/* the pair's turn, or the caller gave up */
-	unsigned long start_by;	/* jiffies: the target must have started */
+	struct completion released;	/* the sides were moved: they may end */
 
 	/* The reference's, read by the caller once the reference is done. */
 	struct tscfk_offset_est est;
@@ -213,11 +220,16 @@ static bool pp_side_begin(struct tscfk_pp *pp, struct pp_side *side)
 
 /*
  * Last thing a side does before module_put_and_kthread_exit(), which drops
- * the module in code that is not the module's and never returns.
+ * the module in code that is not the module's and never returns: say it is
+ * done, and sleep until the caller moved it (tscfk_pp_release()), so that
+ * it begins to exit where no real-time task keeps it, nor the exit path
+ * disturbs an isolated CPU.  Bounded: the caller releases each pair after
+ * the turns of those before it, each bounded.
  */
 static void pp_side_end(struct tscfk_pp *pp, struct pp_side *side)
 {
 	complete_all(&side->done);
+	wait_for_completion_state(&pp->released, TASK_IDLE);
 	pp_put(pp);
 }
 
@@ -323,8 +335,16 @@ static int pp_target(void *data)
 		goto out;
 	/* Idle, not a hung task: earlier pairs may take timeout_ms each. */
 	wait_for_completion_state(&pp->go, TASK_IDLE);
-	/* 'stop' first: a pair given up before its turn has no 'end'. */
-	if (READ_ONCE(pp->stop) || !wait_until(&pp->ref.started, pp->end))
+	if (READ_ONCE(pp->stop))
+		goto out;
+	/*
+	 * Untimed: pp_wait() completes 'started' if it gives up on the
+	 * reference.  A timed wait may end in del_timer_sync(), which on
+	 * PREEMPT_RT can take a sleeping lock and disable migration: then a
+	 * real-time task preempting this side would stall its move.
+	 */
+	wait_for_completion_state(&pp->ref.started, TASK_IDLE);
+	if (READ_ONCE(pp->stop))
 		goto out;
 	read_tsc_adjust(&pp->target);
 	while (pp_going(pp)) {
@@ -362,8 +382,10 @@ static void pp_side_init(struct pp_side *side, unsigned int cpu)
 
 /*
  * Start a side's thread on its CPU, holding the pair and the module for
- * it.  Fails with ENODEV once rmmod began (its caller is then about to
- * stop measuring anyway), or as kthread_create_on_cpu() does.
+ * it.  Fails as kthread_create_on_cpu() does, or with ENODEV once rmmod
+ * began (its caller is then about to stop measuring anyway): only for a
+ * target, as the target's side holds the module while the reference's
+ * starts (but for rmmod -f).
  */
 static int pp_side_start(struct tscfk_pp *pp, struct pp_side *side,
 			 int (*fn)(void *data))
@@ -386,34 +408,33 @@ static int pp_side_start(struct tscfk_pp *pp, struct pp_side *side,
 }
 
 /*
- * Move a side that is still alive off its CPU, where a real-time task may
- * keep it for good, to a housekeeping CPU that is not isolated (or, if
- * there is none, to the pair's other CPU, which the pair disturbs anyway):
- * there it ends at once, as pp_side_begin() or window_open() sees another
- * CPU, or the pair stopped, and lets go of the module.  A side that is
- * exiting has let go of it already.  Only measure_work moves sides, one at
- * a time: the mask is its own.
+ * Move a started side to the housekeeping CPUs that are not isolated,
+ * where it ends: as pp_side_begin() or window_open() sees another CPU, or
+ * the pair stopped, or straight from pp_side_end().  A side that is done
+ * may stay on its CPU if that is one of them: its CPU just ran it, and
+ * moving it would wake another.  A side that is not done leaves its CPU,
+ * where a real-time task may keep it for good, if there is another.  Only
+ * measure_work moves sides, one at a time: the mask is its own.
  */
-static void pp_move_off(struct pp_side *side, unsigned int other_cpu)
+static void pp_move(struct pp_side *side)
 {
 	static struct cpumask elsewhere;
 	unsigned int cpu;
 
-	if (!side->task || (READ_ONCE(side->task->flags) & PF_EXITING))
+	if (!side->task)
 		return;
 	cpumask_clear(&elsewhere);
 	for_each_cpu_and(cpu, cpu_online_mask, housekeeping_cpumask(HK_TYPE_KTHREAD))
-		if (cpu != side->cpu && !cpu_is_isolated(cpu))
+		if (!cpu_is_isolated(cpu))
 			__cpumask_set_cpu(cpu, &elsewhere);
-	if (cpumask_empty(&elsewhere))
-		cpumask_set_cpu(other_cpu, &elsewhere);
-	if (set_cpus_allowed_ptr(side->task, &elsewhere))
-		pr_warn_once("cpu%u: a side given up on could not be moved off it: rmmod is refused until it runs\n",
+	if (!completion_done(&side->done) && cpumask_weight(&elsewhere) > 1)
+		__cpumask_clear_cpu(side->cpu, &elsewhere);
+	if (cpumask_empty(&elsewhere) || set_cpus_allowed_ptr(side->task, &elsewhere))
+		pr_warn_once("cpu%u: a thread of the module's could not be moved to a housekeeping CPU: it ends where it is\n",
 			     side->cpu);
 }
 
-struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu,
-				unsigned long start_by)
+struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu)
 {
 	struct tscfk_pp *pp = kzalloc(sizeof(*pp), GFP_KERNEL);
 	int err;
@@ -423,7 +444,7 @@ struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu,
 	pp_side_init(&pp->ref, ref_cpu);
 	pp_side_init(&pp->target, target_cpu);
 	init_completion(&pp->go);
-	pp->start_by = start_by;
+	init_completion(&pp->released);
 	refcount_set(&pp->refs, 1);
 	err = pp_side_start(pp, &pp->target, pp_target);
 	if (err) {
@@ -435,13 +456,13 @@ struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu,
 
 /*
  * Before the pair's turn and outside the hotplug lock, so that CPU hotplug
- * waits for the turn alone: wait, until the measurement's common deadline,
- * for the target's side to start, and then start the reference's, which
- * sleeps until the turn.
+ * waits for the turn alone: wait, until the measurement's common deadline
+ * start_by (jiffies), for the target's side to start, and then start the
+ * reference's, which sleeps until the turn.
  */
-void tscfk_pp_prepare(struct tscfk_pp *pp)
+void tscfk_pp_prepare(struct tscfk_pp *pp, unsigned long start_by)
 {
-	if (IS_ERR_OR_NULL(pp) || !wait_until(&pp->target.started, pp->start_by) ||
+	if (IS_ERR_OR_NULL(pp) || !wait_until(&pp->target.started, start_by) ||
 	    READ_ONCE(pp->target.wrong_cpu))
 		return;
 	pp->ref_err = pp_side_start(pp, &pp->ref, pp_reference);
@@ -450,23 +471,18 @@ void tscfk_pp_prepare(struct tscfk_pp *pp)
 /*
  * Outside the hotplug lock, once the pair is judged or not to be measured:
  * end it, whatever its sides are doing, and drop the caller's hold.  The
- * sides of a pair without a result are moved off their CPUs first (and
- * before a target asleep until its turn is woken: it wakes where it was
- * moved to, with no IPI to its own CPU).  The module is held while they
- * are moved: set_cpus_allowed_ptr() waits for a side that a real-time task
- * preempted with migration disabled (in a sleeping spinlock of PREEMPT_RT),
- * and rmmod must be refused meanwhile, not wait for this.
+ * sides are moved first, then let end (and a target asleep until its turn
+ * wakes where it was moved to, with no IPI to its own CPU).  Each side
+ * holds the module until it ends: rmmod is refused meanwhile.
  */
 void tscfk_pp_release(struct tscfk_pp *pp)
 {
 	if (IS_ERR_OR_NULL(pp))
 		return;
 	WRITE_ONCE(pp->stop, true);
-	if (!pp->measured && try_module_get(THIS_MODULE)) {
-		pp_move_off(&pp->target, pp->ref.cpu);
-		pp_move_off(&pp->ref, pp->target.cpu);
-		module_put(THIS_MODULE);
-	}
+	pp_move(&pp->target);
+	pp_move(&pp->ref);
+	complete_all(&pp->released);
 	complete_all(&pp->go);
 	pp_put(pp);
 }
@@ -479,8 +495,11 @@ static enum tscfk_why pp_wait(struct tscfk_pp *pp)
 	bool ref_started, ref_done, target_done;
 
 	ref_started = wait_until(&pp->ref.started, pp->end);
-	if (!ref_started)
+	if (!ref_started) {
 		WRITE_ONCE(pp->stop, true);
+		/* Frees the target, which waits for it untimed: 'stop' first. */
+		complete_all(&pp->ref.started);
+	}
 	target_done = wait_until(&pp->target.done, late);
 	ref_done = ref_started && wait_until(&pp->ref.done, late);
 
@@ -506,13 +525,6 @@ static unsigned int count_clean(const u32 *trips, unsigned int n)
 	return clean;
 }
 
-/* The reason for a side that could not be started. */
-static enum tscfk_why start_failed(int err)
-{
-	/* ENODEV: rmmod began, and nothing is published. */
-	return err == -ENODEV ? TSCFK_WHY_PENDING : TSCFK_WHY_NO_MEMORY;
-}
-
 /*
  * The pair's turn, under the hotplug lock: both CPUs stay online.  Waits
  * no longer than timeout_ms and PP_SLACK_MS; the caller then releases the
@@ -533,8 +545,7 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 	}
 	if (!pp->ref.task) {
 		/* None if the target's side started after the deadline. */
-		pair->why = pp->ref_err ? start_failed(pp->ref_err) :
-					  TSCFK_WHY_NOT_STARTED;
+		pair->why = pp->ref_err ? TSCFK_WHY_NO_MEMORY : TSCFK_WHY_NOT_STARTED;
 		return;
 	}
 	pp->trips = kvmalloc_array(tscfk_rounds, sizeof(*pp->trips), GFP_KERNEL);
@@ -555,7 +566,7 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 	/* Both are done: 'done' orders their writes before this. */
 	pp->measured = true;
 	ticks = max(pp->ref.irqoff_ticks, pp->target.irqoff_ticks);
-	pair->max_irqoff_ns = mul_u64_u32_div(ticks, NSEC_PER_MSEC, tsc_khz);
+	pair->max_irqoff_ns = mul_u64_u32_div(ticks, NSEC_PER_MSEC, khz);
 	pair->have_adjust = pp->target.have_adjust;
 	pair->adjust = pp->target.adjust;
 	if (tscfk_offset_result(&pp->est, &pair->result))

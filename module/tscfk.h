@@ -89,13 +89,13 @@ struct tscfk_pair {
  * until 'start_by' at most for it to start, and starts the reference's;
  * at its turn, under the hotplug lock, tscfk_pp_measure() measures, in
  * timeout_ms and a little slack; tscfk_pp_release() ends the pair in any
- * case.  All but tscfk_pp_measure() outside the hotplug lock, and
+ * case, moving its sides to housekeeping CPUs before they end.  All but
+ * tscfk_pp_measure() outside the hotplug lock, and
  * tscfk_pp_prepare() and tscfk_pp_release() accept an ERR_PTR or NULL.
  */
 struct tscfk_pp;
-struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu,
-				unsigned long start_by);
-void tscfk_pp_prepare(struct tscfk_pp *pp);
+struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu);
+void tscfk_pp_prepare(struct tscfk_pp *pp, unsigned long start_by);
 void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair);
 void tscfk_pp_release(struct tscfk_pp *pp);
 

@@ -9,8 +9,10 @@
 # CPUs have no TSC_ADJUST, the module sends no IPI at all), and cpu1 reads
 # unmeasured / isolated.  With measure_isolated=1 it is measured, the
 # tracepoints show the module's thread on it (so the observable can see
-# it), and its longest interrupts-off window is within irqoff_max_us + 1 ms
-# in the best of three measurements, as sysfs_test holds it.
+# it), yet its threads there end on cpu0: the module moves a side that is
+# done off an isolated CPU before it exits (sched_process_exit), and its
+# longest interrupts-off window is within irqoff_max_us + 1 ms in the best
+# of three measurements, as sysfs_test holds it.
 #
 # Usage: isolation_test.sh MODULE.ko   (root, module unloaded)
 
@@ -35,7 +37,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Start tracing context switches, wake-ups, work items and IPIs; print the
+# Start tracing context switches, wake-ups, exits, work items and IPIs; print the
 # module's ones on cpu1 after: its threads are named tscfk/N, its work item
 # is measure_requested.  ipi_send_cpu (6.6 and later) names the function an
 # IPI runs.
@@ -45,6 +47,7 @@ trace_start() {
 	echo > $tr/trace
 	echo 1 > $tr/events/sched/sched_switch/enable
 	echo 1 > $tr/events/sched/sched_wakeup/enable
+	echo 1 > $tr/events/sched/sched_process_exit/enable
 	echo 1 > $tr/events/workqueue/workqueue_execute_start/enable
 	[ -e $ipi ] && echo 1 > $ipi/enable
 }
@@ -57,7 +60,7 @@ ours_on_cpu1() {
 	} | grep -v '^#'
 }
 
-ktap_plan 8
+ktap_plan 10
 echo "# isolated: $(cat $cpu/isolated), nohz_full: $(cat $cpu/nohz_full 2> /dev/null);" \
 	"IPIs traced: $([ -e $ipi ] && echo yes || echo "no (this kernel has no ipi_send_cpu)")"
 mark="isolation_test $$.$RANDOM"
@@ -81,6 +84,20 @@ trace_start
 insmod "$ko" measure_isolated=1
 ktap_check "with measure_isolated=1 cpu1 is measured" \
 	test "$(cat $cpu/cpu1/tsc/status)" = measured
+# cpu1's side ends once its pair is released, after the measurement's
+# turn: wait for its exit (up to 5 s), wherever it is.
+exits=''
+for _ in $(seq 100); do
+	exits=$(grep -E 'sched_process_exit: comm=tscfk/1 ' $tr/trace | grep -v '^#')
+	[ -n "$exits" ] && break
+	sleep 0.05
+done
+echo "# exits of cpu1's threads: $(grep -c . <<< "$exits")${exits:+, e.g.:}"
+[ -n "$exits" ] || echo "# none seen in 5 s"
+head -n 2 <<< "$exits" | sed 's/^/# /'
+ktap_check "cpu1's threads ended" test -n "$exits"
+ktap_check "none of them on cpu1" \
+	test -z "$(grep -E 'sched_process_exit: comm=tscfk/' $tr/per_cpu/cpu1/trace | grep -v '^#')"
 seen=$(ours_on_cpu1)
 echo "# $(grep -c . <<< "$seen") events of the module's on cpu1, e.g.:"
 head -n 2 <<< "$seen" | sed 's/^/# /'
