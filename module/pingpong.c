@@ -123,7 +123,6 @@ struct tscfk_pp {
 
 	struct pp_side ref, target;
 	int ref_err;		/* why the reference's side did not start */
-	bool measured;		/* both sides done, with a result */
 	refcount_t refs;	/* the caller's and one per started side */
 };
 
@@ -564,7 +563,6 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 		return;
 
 	/* Both are done: 'done' orders their writes before this. */
-	pp->measured = true;
 	ticks = max(pp->ref.irqoff_ticks, pp->target.irqoff_ticks);
 	pair->max_irqoff_ns = mul_u64_u32_div(ticks, NSEC_PER_MSEC, khz);
 	pair->have_adjust = pp->target.have_adjust;
