@@ -15,6 +15,30 @@
 
 #include "tsc_clock_page.h"
 
+#ifndef __KERNEL__
+/* The kernel's helpers of linux/math64.h, for the library's build. */
+static __u64 mul_u64_u32_shr(__u64 a, __u32 mul, unsigned int shift)
+{
+	__extension__ unsigned __int128 x = a;
+
+	return (__u64)(x * mul >> shift);
+}
+
+static __u64 mul_u64_u64_shr(__u64 a, __u64 mul, unsigned int shift)
+{
+	__extension__ unsigned __int128 x = a;
+
+	return (__u64)(x * mul >> shift);
+}
+
+static __u64 mul_u64_u64_div_u64(__u64 a, __u64 mul, __u64 div)
+{
+	__extension__ unsigned __int128 x = a;
+
+	return (__u64)(x * mul / div);
+}
+#endif
+
 #define TSCFK_NSEC_PER_SEC 1000000000ULL
 
 /* The layout is ABI: it may grow at its end, and nothing may move. */
@@ -32,21 +56,25 @@ static_assert(sizeof(struct tscfk_clock_page) == 128, "the layout changed");
  * X(t) = sec * 10^9 + q + t * w + floor((t * m + r) / 2^shift), and
  * scaling the last fraction by 2^(64 - shift) makes it the high half of a
  * 128-bit sum (m and r are below 2^shift, so they fit 64 bits scaled).
- * Only q mod 2^64 is needed, and the bits of A's two's complement from
- * 'shift' up give exactly that, so unsigned arithmetic does it all.
+ * Only q mod 2^64 is needed: with nsec and P = cycle_last * mult each
+ * split the same way, q is their high parts' difference, less a borrow
+ * from the low parts', all in unsigned 64-bit arithmetic.
  */
 static int expand(struct tscfk_clock_map *m, __u64 cycle_last, __u32 mult,
 		  __u32 shift, __u64 sec, __u64 nsec)
 {
-	__extension__ unsigned __int128 a = nsec, last = cycle_last;
+	__u64 mask, p_lo, p_hi, n_lo;
 
 	if (shift == 0 || shift > 32)
 		return -1;
-	a -= last * mult;
+	mask = (1ULL << shift) - 1;
+	p_lo = (cycle_last * mult) & mask;	/* exact: shift < 64 */
+	p_hi = mul_u64_u32_shr(cycle_last, mult, shift);
+	n_lo = nsec & mask;
 	m->mult_ns = (__u64)mult >> shift;
-	m->mult = ((__u64)mult & ((1ULL << shift) - 1)) << (64 - shift);
-	m->frac = ((__u64)a & ((1ULL << shift) - 1)) << (64 - shift);
-	m->off = sec * TSCFK_NSEC_PER_SEC + (__u64)(a >> shift);
+	m->mult = ((__u64)mult & mask) << (64 - shift);
+	m->frac = ((n_lo - p_lo) & mask) << (64 - shift);
+	m->off = sec * TSCFK_NSEC_PER_SEC + (nsec >> shift) - p_hi - (n_lo < p_lo);
 	return 0;
 }
 
@@ -86,17 +114,14 @@ int tscfk_clock_page_fill(struct tscfk_clock_page *p,
  */
 __u64 tscfk_clock_rate_millihz(const struct tscfk_clock_page *p)
 {
-	__extension__ unsigned __int128 num = p->cycle_interval;
 	const __u64 scale = TSCFK_NSEC_PER_SEC << 32;
+	__u64 ticks;
 
 	if (!p->ntp_tick || p->cycle_interval > ~0ULL / 1000)
 		return 0;
-	num = num * 1000 * scale;
-	if ((__u64)(num >> 64) >= p->ntp_tick)
-		return 0;	/* the quotient would not fit */
-#ifdef __KERNEL__
-	return mul_u64_u64_div_u64(p->cycle_interval * 1000, scale, p->ntp_tick);
-#else
-	return (__u64)(num / p->ntp_tick);
-#endif
+	ticks = p->cycle_interval * 1000;
+	/* The quotient must fit 64 bits (divq faults otherwise). */
+	if (mul_u64_u64_shr(ticks, scale, 64) >= p->ntp_tick)
+		return 0;
+	return mul_u64_u64_div_u64(ticks, scale, p->ntp_tick);
 }

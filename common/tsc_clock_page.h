@@ -107,6 +107,8 @@ int tscfk_clock_page_fill(struct tscfk_clock_page *p,
 /* The rate the timekeeper applies to the TSC in millihertz; 0 if unknown. */
 __u64 tscfk_clock_rate_millihz(const struct tscfk_clock_page *p);
 
+#ifndef __KERNEL__
+/* The reader's arithmetic: userspace's, the module never reads the page. */
 static inline __u64 tscfk_clock_ns(const struct tscfk_clock_map *m,
 				   __u64 cycle_last, __u64 t)
 {
@@ -119,5 +121,6 @@ static inline __u64 tscfk_clock_ns(const struct tscfk_clock_map *m,
 	x = x * m->mult + m->frac;
 	return (__u64)(x >> 64) + t * m->mult_ns + m->off;
 }
+#endif
 
 #endif /* TSCFK_CLOCK_PAGE_H */
