@@ -127,8 +127,8 @@ static void snapshot(struct tscfk_clock_page *snap)
 
 /* read(): the page as a mapping sees it, for tools without mmap(). */
 static ssize_t clock_page_read(struct file *file, struct kobject *kobj,
-			       struct bin_attribute *attr, char *buf,
-			       loff_t off, size_t count)
+			       __tscfk_bin_const struct bin_attribute *attr,
+			       char *buf, loff_t off, size_t count)
 {
 	struct tscfk_clock_page snap;
 	size_t n = 0;
@@ -144,7 +144,7 @@ static ssize_t clock_page_read(struct file *file, struct kobject *kobj,
 }
 
 static int clock_page_mmap(struct file *file, struct kobject *kobj,
-			   struct bin_attribute *attr,
+			   __tscfk_bin_const struct bin_attribute *attr,
 			   struct vm_area_struct *vma)
 {
 	if (vma->vm_pgoff || vma->vm_end - vma->vm_start != PAGE_SIZE)
@@ -193,7 +193,8 @@ int tscfk_clock_page_init(void)
 {
 	int err;
 
-	page_file = shmem_file_setup("tsc_clock_page", PAGE_SIZE, VM_NORESERVE);
+	page_file = shmem_file_setup("tsc_clock_page", PAGE_SIZE,
+				     TSCFK_SHMEM_NORESERVE);
 	if (IS_ERR(page_file))
 		return PTR_ERR(page_file);
 	/*

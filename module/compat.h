@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Differences between the kernels this module builds against, in one place.
+ * Differences between the kernels this module builds against, in one
+ * place.  Which side each takes, Kbuild finds out by compiling the
+ * programs of module/compat/ (compat-probes.h): so a kernel we never saw,
+ * with its vendor's backports, takes the right one too.
  */
 #ifndef TSCFK_COMPAT_H
 #define TSCFK_COMPAT_H
 
 #include <linux/device.h>
+#include <linux/mm.h>
+#include <linux/sched/isolation.h>
+#include <asm/msr.h>
 
-/*
- * bus_get_dev_root() replaced direct use of bus->dev_root in 6.3.  Kbuild
- * looks for it in the headers, so a backport is found too.
- */
+#include "compat-probes.h"
+
+/* bus_get_dev_root() replaced direct use of bus->dev_root in 6.3. */
 #ifndef TSCFK_HAVE_BUS_GET_DEV_ROOT
 static inline struct device *bus_get_dev_root(struct bus_type *bus)
 {
@@ -23,7 +28,6 @@ static inline struct device *bus_get_dev_root(struct bus_type *bus)
  * a CPU outside the housekeeping set of the scheduler domains or the tick.
  */
 #ifndef TSCFK_HAVE_CPU_IS_ISOLATED
-#include <linux/sched/isolation.h>
 static inline bool cpu_is_isolated(int cpu)
 {
 	return !housekeeping_test_cpu(cpu, HK_TYPE_DOMAIN) ||
@@ -35,8 +39,7 @@ static inline bool cpu_is_isolated(int cpu)
  * vm_flags_clear() and vm_flags_set() came in 6.3, when vm_flags became
  * writable only through helpers that also take the VMA's lock.
  */
-#ifndef TSCFK_HAVE_VM_FLAGS_CLEAR
-#include <linux/mm.h>
+#ifndef TSCFK_HAVE_VM_FLAGS_SET
 static inline void vm_flags_clear(struct vm_area_struct *vma,
 				  unsigned long flags)
 {
@@ -48,6 +51,35 @@ static inline void vm_flags_set(struct vm_area_struct *vma,
 {
 	vma->vm_flags |= flags;
 }
+#endif
+
+/*
+ * A bin_attribute's callbacks take it const, and an attribute group's
+ * bin_attrs lists const ones, where the transition that began in 6.13
+ * has ended.
+ */
+#ifdef TSCFK_HAVE_CONST_BIN_ATTRIBUTE
+#define __tscfk_bin_const const
+#else
+#define __tscfk_bin_const
+#endif
+#ifdef TSCFK_HAVE_CONST_BIN_ATTRS
+#define __tscfk_bin_list_const const
+#else
+#define __tscfk_bin_list_const
+#endif
+
+/* The MSR readers that return a u64 were called rdmsrl_*() until 6.16. */
+#ifndef TSCFK_HAVE_RDMSRQ
+#define rdmsrq_safe(msr, p) rdmsrl_safe(msr, p)
+#define rdmsrq_safe_on_cpu(cpu, msr, p) rdmsrl_safe_on_cpu(cpu, msr, p)
+#endif
+
+/* shmem's file setup took its flags as VM_* bits until vma_flags_t. */
+#ifdef TSCFK_HAVE_SHMEM_VMA_FLAGS
+#define TSCFK_SHMEM_NORESERVE mk_vma_flags(VMA_NORESERVE_BIT)
+#else
+#define TSCFK_SHMEM_NORESERVE VM_NORESERVE
 #endif
 
 #endif /* TSCFK_COMPAT_H */

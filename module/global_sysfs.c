@@ -13,6 +13,7 @@
 #include <asm/cpufeature.h>
 #include <asm/tsc.h>
 
+#include "compat.h"
 #include "tscfk.h"
 
 static ssize_t unstable_show(struct device *dev, struct device_attribute *attr,
@@ -119,7 +120,8 @@ static struct attribute *global_attrs[] = {
 	NULL
 };
 
-static struct bin_attribute *global_bin_attrs[] = {
+static __tscfk_bin_list_const struct bin_attribute *__tscfk_bin_list_const
+global_bin_attrs[] = {
 	&tscfk_clock_page_attr,
 	NULL
 };

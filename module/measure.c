@@ -188,7 +188,7 @@ static void read_ref_adjust(struct measurement *m)
 	u64 v;
 
 	if (boot_cpu_has(X86_FEATURE_TSC_ADJUST) &&
-	    !rdmsrl_safe_on_cpu(m->ref, MSR_IA32_TSC_ADJUST, &v)) {
+	    !rdmsrq_safe_on_cpu(m->ref, MSR_IA32_TSC_ADJUST, &v)) {
 		m->ref_adjust = (s64)v;
 		m->ref_have_adjust = true;
 	}

@@ -312,7 +312,7 @@ static void read_tsc_adjust(struct pp_side *side)
 	u64 v;
 
 	if (boot_cpu_has(X86_FEATURE_TSC_ADJUST) &&
-	    !rdmsrl_safe(MSR_IA32_TSC_ADJUST, &v)) {
+	    !rdmsrq_safe(MSR_IA32_TSC_ADJUST, &v)) {
 		side->adjust = (s64)v;
 		side->have_adjust = true;
 	}
