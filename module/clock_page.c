@@ -6,23 +6,45 @@
  * the same numbers, in a layout of its own that is no ABI).  The layout
  * and the reader's arithmetic: common/tsc_clock_page.h.
  *
- * The page belongs to an internal shmem file (ramfs without CONFIG_SHMEM),
- * not to the module: a mapping is a mapping of that file, so it holds the
- * file and the page but not the module, and stays valid after an rmmod,
- * which marks the page GONE before letting go of it.  Mappings are
- * read-only: PROT_WRITE and PROT_EXEC are refused, and VM_MAYWRITE cleared
- * so that mprotect() cannot add them later.
+ * Mappings outlive the module: after an rmmod they read GONE, never
+ * zeros, and nothing in them may lead back into the module's code or
+ * data, which are gone.  So:
+ *
+ *  - The page is the module's own allocation, in no page cache and on no
+ *    LRU list: nothing reclaims, evicts or migrates it.  mmap() puts it
+ *    in the page table at once (vm_insert_page()), and each page-table
+ *    entry holds a reference to it, which fork() copies (VM_MIXEDMAP):
+ *    the last mapping to go frees it, with or without the module.
+ *  - Nothing is mapped later, so the mapping needs no fault handler and
+ *    keeps the kernel's own empty vm_operations.  (A page-table entry
+ *    that its process zaps itself, with MADV_DONTNEED, comes back as
+ *    SIGBUS, not as another page.)
+ *  - The mapping is moved to an internal, empty file (shmem's, or ramfs
+ *    without CONFIG_SHMEM) whose operations are the kernel's.  kernfs
+ *    then leaves it alone: it neither wraps it nor, when the sysfs file
+ *    is removed at rmmod, unmaps it.  Nothing of shmem's maps anything.
+ *  - Read-only: PROT_WRITE and PROT_EXEC are refused, and VM_MAYWRITE and
+ *    VM_MAYEXEC cleared, so that neither mprotect() nor a forced write
+ *    (ptrace, /proc/PID/mem) can add them later.
+ *
+ * The page's own seq is the userspace protocol, odd also while the page
+ * is not to be used.  The module's readers (read() and the rate file)
+ * follow a seqcount of their own, so that nothing a user can do is
+ * waited for inside the timekeeper's update, where the notifier runs.
  */
 #include <linux/clocksource.h>
 #include <linux/device.h>
 #include <linux/err.h>
+#include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/gfp.h>
 #include <linux/mm.h>
 #include <linux/notifier.h>
-#include <linux/pagemap.h>
 #include <linux/pvclock_gtod.h>
+#include <linux/sched.h>
+#include <linux/sched/clock.h>
+#include <linux/seqlock.h>
 #include <linux/shmem_fs.h>
-#include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
 #include <linux/timekeeper_internal.h>
@@ -31,17 +53,25 @@
 #include "tscfk.h"
 #include "tsc_clock_page.h"
 
-static struct file *page_file;
+static struct file *anchor;	/* what mappings are mappings of */
 static struct page *page;
 static struct tscfk_clock_page *cp;
 
 /*
- * Serialises the writers (the timekeeper's notifier, under the
- * timekeeper's raw lock with interrupts off, and the unload) with the
- * module's own readers, which take a snapshot.  Userspace cannot take it:
- * it follows cp->seq.  Raw, as it nests in the timekeeper's raw lock.
+ * Written around every write of the page, by one writer at a time: the
+ * notifier, under the timekeeper's lock with interrupts off, and the
+ * unload, once the notifier is unregistered, with preemption off.  So a
+ * writer never waits, and never sleeps or is preempted while a reader
+ * spins on it.
  */
-static DEFINE_RAW_SPINLOCK(page_lock);
+static seqcount_t snap_seq = SEQCNT_ZERO(snap_seq);
+
+/*
+ * A reader gives up after this long: far more than an update takes (a
+ * microsecond or so, a tick's worth under emulation), so only a writer
+ * stopped from outside, such as a preempted vCPU, makes it.
+ */
+#define SNAPSHOT_MAX_NS	(10 * NSEC_PER_MSEC)
 
 /* What changes the page's generation besides the kernel's was_set. */
 static const struct clocksource *last_clock;
@@ -67,15 +97,16 @@ static void state_of(struct tscfk_clock_state *s, const struct timekeeper *tk)
 }
 
 /*
- * The seqcount write side, by hand: the counter lives in the page, in the
- * layout userspace reads.  Each smp_wmb() pairs with the read barrier a
- * reader puts between its two reads of seq and the fields.  seq is odd
+ * The page's seqcount, written by hand: the counter lives in the page, in
+ * the layout userspace reads.  Each smp_wmb() pairs with the read barrier
+ * a reader puts between its two reads of seq and the fields.  seq is odd
  * while the page is written, and stays odd while it is not to be used
  * (the clocks do not read the TSC, or the module is gone): a reader's
  * fast path tests one bit for all of it, and looks at flags only then.
  */
 static void write_begin(void)
 {
+	write_seqcount_begin(&snap_seq);
 	WRITE_ONCE(cp->seq, (cp->seq + 1) | 1);	/* odd, and changed */
 	smp_wmb();	/* seq odd before any field changes */
 }
@@ -85,9 +116,15 @@ static void write_end(bool usable)
 	smp_wmb();	/* every field written before seq is even again */
 	if (usable)
 		WRITE_ONCE(cp->seq, cp->seq + 1);
+	write_seqcount_end(&snap_seq);
 }
 
-/* Called under the timekeeper's lock at every update: no sleeping. */
+/*
+ * Called at every update of the core timekeeper (the auxiliary clocks of
+ * 6.17 on do not call it), inside its write section: interrupts off, the
+ * timekeeper's raw lock held, every reader of the kernel's clocks
+ * spinning meanwhile.  Takes no lock and waits for nothing.
+ */
 static int gtod_notify(struct notifier_block *nb, unsigned long was_set,
 		       void *priv)
 {
@@ -97,7 +134,6 @@ static int gtod_notify(struct notifier_block *nb, unsigned long was_set,
 	u32 flags = 0;
 
 	state_of(&s, tk);
-	raw_spin_lock(&page_lock);
 	write_begin();
 	if (was_set || clock != last_clock || tk->offs_boot != last_offs_boot)
 		cp->generation++;
@@ -108,7 +144,6 @@ static int gtod_notify(struct notifier_block *nb, unsigned long was_set,
 		flags |= TSCFK_CLOCK_TSC;
 	cp->flags = flags;
 	write_end(flags & TSCFK_CLOCK_TSC);
-	raw_spin_unlock(&page_lock);
 	return NOTIFY_DONE;
 }
 
@@ -116,13 +151,26 @@ static struct notifier_block gtod_nb = {
 	.notifier_call = gtod_notify,
 };
 
-static void snapshot(struct tscfk_clock_page *snap)
+/*
+ * A consistent copy of the page, without a lock: retried while a writer
+ * is at work, for SNAPSHOT_MAX_NS at most (-EBUSY then).  local_clock()
+ * times it, as it reads no timekeeper state that the writer holds.
+ */
+static int snapshot(struct tscfk_clock_page *snap)
 {
-	unsigned long irqflags;
+	u64 deadline = local_clock() + SNAPSHOT_MAX_NS;
+	unsigned int seq;
 
-	raw_spin_lock_irqsave(&page_lock, irqflags);
-	*snap = *cp;
-	raw_spin_unlock_irqrestore(&page_lock, irqflags);
+	do {
+		seq = raw_read_seqcount(&snap_seq);
+		if (!(seq & 1)) {
+			memcpy(snap, cp, sizeof(*snap));
+			if (!read_seqcount_retry(&snap_seq, seq))
+				return 0;
+		}
+		cpu_relax();
+	} while (local_clock() < deadline);
+	return -EBUSY;
 }
 
 /* read(): the page as a mapping sees it, for tools without mmap(). */
@@ -132,8 +180,11 @@ static ssize_t clock_page_read(struct file *file, struct kobject *kobj,
 {
 	struct tscfk_clock_page snap;
 	size_t n = 0;
+	int err;
 
-	snapshot(&snap);
+	err = snapshot(&snap);
+	if (err)
+		return err;
 	/* sysfs has cut count to the file's size, PAGE_SIZE. */
 	if (off < sizeof(snap)) {
 		n = min_t(size_t, count, sizeof(snap) - off);
@@ -154,12 +205,9 @@ static int clock_page_mmap(struct file *file, struct kobject *kobj,
 	vm_flags_clear(vma, VM_MAYWRITE | VM_MAYEXEC);
 	/* mremap() cannot grow it past the one page there is. */
 	vm_flags_set(vma, VM_DONTEXPAND);
-	/*
-	 * The mapping becomes one of page_file, and kernfs, seeing vm_file
-	 * changed, leaves it alone: its removal at rmmod will not unmap it.
-	 */
-	vma_set_file(vma, page_file);
-	return page_file->f_op->mmap(page_file, vma);
+	vma_set_file(vma, anchor);
+	/* Takes a reference for the page-table entry; VM_MIXEDMAP. */
+	return vm_insert_page(vma, vma->vm_start, page);
 }
 
 struct bin_attribute tscfk_clock_page_attr = {
@@ -176,8 +224,11 @@ static ssize_t timekeeper_freq_millihz_show(struct device *dev,
 {
 	struct tscfk_clock_page snap;
 	u64 millihz;
+	int err;
 
-	snapshot(&snap);
+	err = snapshot(&snap);
+	if (err)
+		return err;
 	if (!(snap.flags & TSCFK_CLOCK_TSC))
 		return -ENODATA;
 	millihz = tscfk_clock_rate_millihz(&snap);
@@ -193,28 +244,18 @@ int tscfk_clock_page_init(void)
 {
 	int err;
 
-	page_file = shmem_file_setup("tsc_clock_page", PAGE_SIZE,
-				     TSCFK_SHMEM_NORESERVE);
-	if (IS_ERR(page_file))
-		return PTR_ERR(page_file);
+	anchor = shmem_file_setup("tsc_clock_page", 0, TSCFK_SHMEM_NORESERVE);
+	if (IS_ERR(anchor))
+		return PTR_ERR(anchor);
 	/*
-	 * Nobody may write, truncate or punch the file, which a privileged
-	 * user could reach through /proc/PID/map_files/: a dropped page would
-	 * fault in as zeros, an even seq and a clock at 0.
+	 * It stays empty: nobody may write, truncate or punch it, which a
+	 * privileged user could try through /proc/PID/map_files/.
 	 */
-	file_inode(page_file)->i_flags |= S_IMMUTABLE;
-	/*
-	 * The timekeeper writes through the kernel's address: the page stays
-	 * where it is, held by the module and kept off the LRU, so it is
-	 * never reclaimed nor written back (it needs no dirtying), and it is
-	 * not movable, since a pinned page would block memory offlining and
-	 * CMA where a movable one is expected.
-	 */
-	mapping_set_unevictable(page_file->f_mapping);
-	page = shmem_read_mapping_page_gfp(page_file->f_mapping, 0, GFP_KERNEL);
-	if (IS_ERR(page)) {
-		err = PTR_ERR(page);
-		goto err_file;
+	file_inode(anchor)->i_flags |= S_IMMUTABLE;
+	page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	if (!page) {
+		err = -ENOMEM;
+		goto err_anchor;
 	}
 	cp = page_address(page);
 	cp->version = TSCFK_CLOCK_PAGE_VERSION;
@@ -225,25 +266,26 @@ int tscfk_clock_page_init(void)
 	return 0;
 
 err_page:
-	put_page(page);
-err_file:
-	fput(page_file);
+	__free_page(page);
+err_anchor:
+	fput(anchor);
 	return err;
 }
 
-/* After the sysfs files are gone: no new mapping can start. */
+/*
+ * After the sysfs files are gone: no new mapping can start.  The page and
+ * the anchor live on in the mappings there are, which hold them.
+ */
 void tscfk_clock_page_exit(void)
 {
-	unsigned long irqflags;
-
-	/* Returns after any update under way: it holds the same lock. */
+	/* Returns after any update under way: it takes the timekeeper's lock. */
 	pvclock_gtod_unregister_notifier(&gtod_nb);
-	raw_spin_lock_irqsave(&page_lock, irqflags);
+	preempt_disable();	/* a writer of snap_seq is never preempted */
 	write_begin();
 	cp->flags = TSCFK_CLOCK_GONE;
 	cp->generation++;
 	write_end(false);
-	raw_spin_unlock_irqrestore(&page_lock, irqflags);
+	preempt_enable();
 	put_page(page);
-	fput(page_file);
+	fput(anchor);
 }

@@ -5,17 +5,22 @@
  * from the page at a TSC reading lies between the same computation just
  * before and just after clock_gettime() (0 violations); its generation
  * follows a step of the clock and a clocksource switch; a mapping outlives
- * the module and then says it is gone.  Loads the module itself, from
- * $TSCFK_KO; starts and ends with it unloaded.
+ * the module and then says it is gone, also one that a forked child
+ * inherited and never touched, after drop_caches, through libtsc's clock.
+ * Loads the module itself, from $TSCFK_KO; starts and ends with it
+ * unloaded.
  */
-#define _GNU_SOURCE
 #include <math.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/timex.h>
+#include <sys/wait.h>
 
 #include "kselftest_harness.h"
 #include "tscfk_test.h"
 #include "module_fixture.h"
 #include "tsc_clock_page.h"
+#include "libtsc.h"
 
 #define PAGE_FILE	TSC_DIR "/clock_page"
 #define RATE_FILE	TSC_DIR "/timekeeper_freq_millihz"
@@ -130,6 +135,44 @@ static int violations(struct __test_metadata *_metadata,
 	return bad;
 }
 
+/* Write to p through /proc/self/mem, as a debugger would: -errno. */
+static int forced_write(void *p)
+{
+	int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	uint16_t v = 0xdead;
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = pwrite(fd, &v, sizeof(v), (off_t)(uintptr_t)p);
+	close(fd);
+	return n < 0 ? -errno : (int)n;
+}
+
+/*
+ * In a child: MADV_DONTNEED on its copy of the mapping, then a read.  The
+ * signal that ended it, 0 if the read returned (its value then lost), or
+ * -1 if madvise() failed (ENOSYS: a kernel without CONFIG_ADVISE_SYSCALLS,
+ * as the debug kernel; then SIGBUS is what the test asks of it anyway).
+ */
+static int read_after_dontneed(void *p)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		signal(SIGBUS, SIG_DFL);	/* not the sanitizer's report */
+		if (madvise(p, PAGE, MADV_DONTNEED))
+			_exit(errno == ENOSYS ? 2 : 1);
+		_exit(((volatile struct tscfk_clock_page *)p)->version == 0 ? 3 : 4);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	if (WIFSIGNALED(status))
+		return WTERMSIG(status);
+	return WEXITSTATUS(status) == 2 ? SIGBUS : 0;
+}
+
 TEST_F(module, maps_read_only)
 {
 	char buf[PAGE + 16];
@@ -163,12 +206,11 @@ TEST_F(module, maps_read_only)
 	EXPECT_EQ(EACCES, errno);
 	/* Nor grown by mremap(): there is one page. */
 	EXPECT_EQ(MAP_FAILED, mremap(p, PAGE, 2 * PAGE, MREMAP_MAYMOVE));
-	/* Dropped and faulted in again, it is the same page. */
-	if (madvise(p, PAGE, MADV_DONTNEED) == 0) {
-		EXPECT_EQ(TSCFK_CLOCK_PAGE_VERSION, ((struct tscfk_clock_page *)p)->version);
-	} else {	/* A kernel without CONFIG_ADVISE_SYSCALLS, as the debug one. */
-		EXPECT_EQ(ENOSYS, errno);
-	}
+	/* Nor written by force, as ptrace() and /proc/PID/mem would. */
+	EXPECT_GT(0, forced_write(p));
+	EXPECT_EQ(TSCFK_CLOCK_PAGE_VERSION, ((struct tscfk_clock_page *)p)->version);
+	/* Dropped by its process, it is gone for it: SIGBUS, never a new page. */
+	EXPECT_EQ(SIGBUS, read_after_dontneed(p));
 	munmap(p, PAGE);
 	/* read() gives the page as a mapping sees it: a whole page. */
 	EXPECT_EQ(PAGE, pread(fd, buf, sizeof(buf), 0));
@@ -329,6 +371,111 @@ TEST_F(module, mapping_outlives_the_module)
 	EXPECT_EQ(TSCFK_CLOCK_GONE, flags);
 	munmap((void *)old, PAGE);
 	munmap((void *)p, PAGE);
+}
+
+/*
+ * Only the core timekeeper writes the page: the auxiliary clocks of 6.17
+ * and later have timekeepers of their own, whose updates must not reach
+ * it.  Enable auxiliary clock 0, step it by a day and slew it by 500 ppm:
+ * the page's generation and rate stay the core's.  (Debian's kernels are
+ * built without CONFIG_POSIX_AUX_CLOCKS; the test skips there.)
+ */
+#define AUX_ENABLE	"/sys/kernel/time/aux_clocks/0/aux_clock_enable"
+#define CLOCK_AUX0	16	/* CLOCK_AUX, MAX_CLOCKS in <linux/time.h> */
+
+TEST_F(module, auxiliary_clocks_do_not_reach_the_page)
+{
+	const volatile struct tscfk_clock_page *p;
+	struct timex tx = { .modes = ADJ_FREQUENCY, .freq = 500L << 16 };
+	struct timespec ts;
+	uint32_t gen;
+	uint64_t interval, ntp_tick;
+
+	if (access(AUX_ENABLE, W_OK))
+		SKIP(return, "no auxiliary clocks in this kernel (CONFIG_POSIX_AUX_CLOCKS, 6.17 on)");
+	ASSERT_EQ(0, module_load(""));
+	p = map_page(_metadata);
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(1, write_file(AUX_ENABLE, "1", 1));
+	usleep(100000);
+	gen = p->generation;
+	interval = p->cycle_interval;
+	ntp_tick = p->ntp_tick;
+	ASSERT_EQ(0, clock_gettime(CLOCK_AUX0, &ts)) TH_LOG("%s", strerror(errno));
+	ts.tv_sec += 86400;
+	EXPECT_EQ(0, clock_settime(CLOCK_AUX0, &ts)) TH_LOG("%s", strerror(errno));
+	EXPECT_LE(0, clock_adjtime(CLOCK_AUX0, &tx)) TH_LOG("%s", strerror(errno));
+	usleep(300000);	/* updates of both timekeepers */
+	EXPECT_EQ(gen, p->generation);
+	EXPECT_EQ(interval, p->cycle_interval);
+	EXPECT_EQ(ntp_tick, p->ntp_tick);
+	write_file(AUX_ENABLE, "0", 1);
+	munmap((void *)p, PAGE);
+}
+
+/*
+ * The mapping a forked child inherited and never touched, whose parent,
+ * the last other user of the page, has exited: after rmmod and
+ * drop_caches it still reads the page, GONE, and libtsc's clock, reading
+ * clock_gettime() then, is never 0.  (With the page in a page cache and
+ * only page tables holding it, drop_caches freed it, and the child read a
+ * fresh page of zeros: version 0, an even seq, a clock at 0.)
+ */
+TEST_F(module, an_orphaned_mapping_survives_eviction)
+{
+	int go[2], result[2];
+	pid_t parent;
+	int status;
+
+	ASSERT_EQ(0, module_load(""));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(result));
+	parent = fork();
+	ASSERT_LE(0, parent);
+	if (parent == 0) {
+		TSC_SYSCLOCK(clock);
+		uint64_t t;
+
+		if (tsc_sysclock_init(&clock, NULL) || !clock.page)
+			_exit(1);
+		t = tsc_sysclock_realtime(&clock);	/* the parent reads it */
+		if (!t || fork() != 0)
+			_exit(t ? 0 : 1);
+		/* The child: waits, then reports what it reads. */
+		uint64_t r[4];
+		char c;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(1);
+		r[0] = clock.page->version;
+		r[1] = clock.page->flags;
+		r[2] = tsc_sysclock_realtime(&clock);
+		r[3] = now_ns(CLOCK_REALTIME);
+		_exit(write(result[1], r, sizeof(r)) == sizeof(r) ? 0 : 1);
+	}
+	close(go[0]);
+	close(result[1]);
+	ASSERT_EQ(parent, waitpid(parent, &status, 0));
+	ASSERT_EQ(0, status) TH_LOG("the parent could not map the page and read its clock");
+	ASSERT_EQ(0, module_unload());
+	sync();
+	ASSERT_EQ(1, write_file("/proc/sys/vm/drop_caches", "3", 1));
+
+	uint64_t r[4];
+
+	ASSERT_EQ(1, write(go[1], "x", 1));
+	ASSERT_EQ((ssize_t)sizeof(r), read(result[0], r, sizeof(r)));
+	TH_LOG("the child read version %llu, flags %#llx, realtime %llu against %llu",
+	       (unsigned long long)r[0], (unsigned long long)r[1],
+	       (unsigned long long)r[2], (unsigned long long)r[3]);
+	EXPECT_EQ(TSCFK_CLOCK_PAGE_VERSION, r[0]);
+	EXPECT_EQ(TSCFK_CLOCK_GONE, r[1]);
+	/* clock_gettime() after it, a second at most: a 0 is 56 years off. */
+	EXPECT_LE(r[2], r[3]);
+	EXPECT_GT(r[2] + 1000000000ULL, r[3]);
+	close(go[1]);
+	close(result[0]);
 }
 
 TEST_HARNESS_MAIN

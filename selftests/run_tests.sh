@@ -10,7 +10,8 @@
 # Environment: TSCFK_CYCLES (load/unload cycles, default 200),
 #   TSCFK_FAKE_KO (selftests/kmod's module, built for this kernel),
 #   TSCFK_SKIP (tests not to run here, each reported as a skip, with
-#   TSCFK_SKIP_WHY as the reason).
+#   TSCFK_SKIP_WHY as the reason), or TSCFK_ONLY (the only tests to run
+#   here, the others skipped with that reason; load and unload always run).
 # Exit: 0 all passed, 1 something failed, 4 everything was skipped.
 # Unlike kselftest's run_tests, a failure makes the exit status non-zero.
 
@@ -32,8 +33,8 @@ case $ko in
 esac
 
 tests=(estimator_test unload lifecycle_test clock_page_test stress_test scaling_test clients_test
-       load sysfs_test trigger_test hotplug_test libtsc_test sysclock_exact_test tsc_report_test tsc_jitter_test
-       tsc_coreclock_test tsc_interference_test unload libtsc_test
+       load sysfs_test trigger_test hotplug_test libtsc_test sysclock_exact_test timekeeper_stall_test
+       tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test unload libtsc_test
        tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
        rt_spinner_test kernel_file_test kmemleak dmesg_clean)
 n=0 passed=0 failed=0 skipped=0
@@ -54,15 +55,16 @@ result() {
 	esac
 }
 
-# A test program's output is nested under "# ", as kselftest does.  A
-# program whose every test skipped is a skip, with its first reason, even
-# if it exited 0 (kselftest_harness.h in 6.1 does).
+# A test program's output is nested under "# ", as kselftest does, with
+# how long it took.  A program whose every test skipped is a skip, with
+# its first reason, even if it exited 0 (kselftest_harness.h in 6.1 does).
 run() {
-	local name=$1 status out=$tmp/out
+	local name=$1 status out=$tmp/out t0=$EPOCHREALTIME
 	shift
 	echo "# selftests: tsc_freq_khz: $name"
 	"$@" 2>&1 | tee "$out" | sed -u 's/^/# /'
 	status=${PIPESTATUS[0]}
+	awk -v a="$t0" -v b="$EPOCHREALTIME" -v n="$name" 'BEGIN { printf "# %s took %.1f s\n", n, b - a }'
 	if [ "$status" -eq 0 ] && grep -q '^# Totals: pass:0 fail:0 .*skip:[1-9]' "$out"; then
 		status=4
 	fi
@@ -87,8 +89,9 @@ if [ $root -eq 1 ]; then
 fi
 
 for t in "${tests[@]}"; do
-	if [[ " ${TSCFK_SKIP:-} " == *" $t "* ]]; then
-		result 4 "$t" "${TSCFK_SKIP_WHY:-TSCFK_SKIP}"
+	if [[ " ${TSCFK_SKIP:-} " == *" $t "* ]] ||
+		[[ -n ${TSCFK_ONLY:-} && $t != load && $t != unload && " $TSCFK_ONLY " != *" $t "* ]]; then
+		result 4 "$t" "${TSCFK_SKIP_WHY:-TSCFK_SKIP or TSCFK_ONLY}"
 		continue
 	fi
 	case $t in
