@@ -36,6 +36,19 @@ static inline bool cpu_is_isolated(int cpu)
 #endif
 
 /*
+ * A CPU its administrator isolated: outside the scheduler's domains
+ * (isolcpus=, an isolated cpuset partition) or outside the tick's
+ * housekeeping (nohz_full=).  6.12's cpu_is_isolated() says all of it;
+ * 7.2's and 7.3's no longer count nohz_full= (the kernel folded its
+ * housekeeping types together), whose CPUs want nothing of ours either.
+ * So both halves, on every kernel.
+ */
+static inline bool tscfk_cpu_isolated(int cpu)
+{
+	return cpu_is_isolated(cpu) || !housekeeping_test_cpu(cpu, HK_TYPE_TICK);
+}
+
+/*
  * vm_flags_clear() and vm_flags_set() came in 6.3, when vm_flags became
  * writable only through helpers that also take the VMA's lock.
  */

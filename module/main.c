@@ -61,6 +61,12 @@ static int __init check_params(void)
 		       ref);
 		return -EINVAL;
 	}
+	/* The reference spins with interrupts off, as any measured CPU. */
+	if (ref >= 0 && tscfk_cpu_isolated(ref) && !tscfk_measure_isolated) {
+		pr_err("reference_cpu=%d is isolated (isolcpus=, nohz_full=, an isolated cpuset): measure_isolated=1 is needed to measure against it\n",
+		       ref);
+		return -EINVAL;
+	}
 	return 0;
 }
 

@@ -10,9 +10,15 @@
  *
  * Nothing waits long for it.  Every pair is bounded (pingpong.c) and the
  * CPUs that never answer share one timeout.  The pairs are measured one at
- * a time, each pair's turn under its own cpus_read_lock(): CPU hotplug, and
- * so suspend, waits for one turn at most.  rmmod is refused while a side's
- * thread holds the module (pingpong.c), and once it began, the run under
+ * a time, with no hotplug lock held while they are: cpus_read_lock() is
+ * only taken for moments, to pick the reference and judge a CPU, so that
+ * CPU hotplug, and behind it every new reader of the hotplug lock (a
+ * static key's flip, a module's load), never waits for a measurement.  A
+ * CPU may go offline during its pair's turn: its side's next
+ * interrupts-off window sees that it runs elsewhere, and a CPU that
+ * hotplug touched during the measurement is not published from it.
+ * rmmod is refused while a side's thread holds the module (pingpong.c),
+ * and once it began, the run under
  * way skips its remaining pairs.  A writer of remeasure, who waits for the
  * whole measurement, waits interruptibly.  Results are published when the
  * measurement ends, but not for the
@@ -20,8 +26,10 @@
  * published those at once, and queued another run for them.
  *
  * CPUs outside the kernel's housekeeping set (isolcpus=, nohz_full=, an
- * isolated cpuset partition from 6.7 on) are left alone unless measure_isolated is set:
- * the people who isolate a CPU want nothing else to run on it.
+ * isolated cpuset partition from 6.7 on) are left alone unless
+ * measure_isolated is set: the people who isolate a CPU want nothing else
+ * to run on it.  That holds for the reference too, which spins as much as
+ * any target: if every online CPU is isolated, nothing is measured.
  */
 #include <linux/bitops.h>
 #include <linux/cpu.h>
@@ -81,7 +89,7 @@ static bool ref_unresponsive_said;
 
 struct measurement {
 	unsigned long run;	/* its number in runs_taken */
-	unsigned int ref;
+	int ref;		/* -1: none, every online CPU is isolated */
 	unsigned long start_by;	/* jiffies: the targets' sides must have started */
 	bool ref_unresponsive;	/* its side did not start: skip the rest */
 	bool ref_have_adjust;
@@ -119,28 +127,38 @@ struct tscfk_cpu_result *tscfk_cpu_result(unsigned int cpu)
 
 static bool cpu_wanted(unsigned int cpu)
 {
-	return tscfk_measure_isolated || !cpu_is_isolated(cpu);
+	return tscfk_measure_isolated || !tscfk_cpu_isolated(cpu);
 }
 
-/* The parameter if online, else the first online CPU we may disturb. */
-static unsigned int pick_reference(void)
+/*
+ * The parameter if online and not isolated (main.c refused an isolated one
+ * at load, but a cpuset may isolate it since), else the first online CPU
+ * we may disturb; -1 if there is none.  Under cpus_read_lock().
+ */
+static int pick_reference(void)
 {
-	static bool warned;
+	static bool warned, none_said;
 	int ref = tscfk_reference_cpu;
 	unsigned int cpu;
 
-	if (ref >= 0 && cpu_online(ref)) {
+	if (ref >= 0 && cpu_online(ref) && cpu_wanted(ref)) {
 		warned = false;
+		none_said = false;
 		return ref;
 	}
 	for_each_online_cpu(cpu)
-		if (!cpu_is_isolated(cpu))
+		if (cpu_wanted(cpu))
 			break;
-	if (cpu >= nr_cpu_ids)
-		cpu = cpumask_first(cpu_online_mask);
+	if (cpu >= nr_cpu_ids) {
+		if (!none_said)
+			pr_info("every online CPU is isolated: nothing measured (measure_isolated=1 measures them)\n");
+		none_said = true;
+		return -1;
+	}
+	none_said = false;
 	if (ref >= 0 && !warned) {
-		pr_warn("reference_cpu=%d is offline, measuring against cpu%u until it is back\n",
-			ref, cpu);
+		pr_warn("reference_cpu=%d is %s, measuring against cpu%u until it is back\n",
+			ref, cpu_online(ref) ? "isolated" : "offline", cpu);
 		warned = true;
 	}
 	return cpu;
@@ -187,7 +205,7 @@ static void read_ref_adjust(struct measurement *m)
 {
 	u64 v;
 
-	if (boot_cpu_has(X86_FEATURE_TSC_ADJUST) &&
+	if (m->ref >= 0 && boot_cpu_has(X86_FEATURE_TSC_ADJUST) &&
 	    !rdmsrq_safe_on_cpu(m->ref, MSR_IA32_TSC_ADJUST, &v)) {
 		m->ref_adjust = (s64)v;
 		m->ref_have_adjust = true;
@@ -213,7 +231,7 @@ static void begin(struct cpumask *todo, struct measurement *m)
 
 	mutex_lock(&tscfk_results_lock);
 	cpumask_clear(&hotplugged);
-	if (tscfk_summary.reference_cpu != (int)m->ref)
+	if (tscfk_summary.reference_cpu != m->ref)
 		all = true;
 	mutex_unlock(&tscfk_results_lock);
 	if (all)
@@ -236,7 +254,8 @@ static void start_targets(const struct cpumask *todo, struct measurement *m)
 	for_each_cpu(cpu, todo) {
 		struct tscfk_pp *pp = NULL;
 
-		if (cpu != m->ref && cpu_online(cpu) && cpu_wanted(cpu))
+		if (m->ref >= 0 && (int)cpu != m->ref && cpu_online(cpu) &&
+		    cpu_wanted(cpu))
 			pp = tscfk_pp_start(m->ref, cpu);
 		cpu_work[cpu].pending = pp;
 	}
@@ -261,7 +280,7 @@ static void check_adjust(const struct measurement *m, unsigned int cpu,
 	    tscfk_offset_adjust_agrees(&r->offset, r->adjust, m->ref_adjust))
 		return;
 	*logged = true;
-	pr_info("cpu%u: TSC_ADJUST %lld against cpu%u's %lld says offset %lld, measured [%lld, %lld]: the TSCs were not started together\n",
+	pr_info("cpu%u: TSC_ADJUST %lld against cpu%d's %lld says offset %lld, measured [%lld, %lld]: the TSCs were not started together\n",
 		cpu, r->adjust, m->ref, m->ref_adjust, want, r->offset.min,
 		r->offset.max);
 }
@@ -276,7 +295,7 @@ static void measure_pair(struct measurement *m, unsigned int cpu,
 	if (pair.why == TSCFK_WHY_REFERENCE_NOT_STARTED) {
 		m->ref_unresponsive = true;
 		if (!ref_unresponsive_said)
-			pr_warn("cpu%u, the reference: its side did not run within timeout_ms=%u (a real-time task may own the CPU), the others left unmeasured\n",
+			pr_warn("cpu%d, the reference: its side did not run within timeout_ms=%u (a real-time task may own the CPU), the others left unmeasured\n",
 				m->ref, tscfk_timeout_ms);
 		ref_unresponsive_said = true;
 	} else if (pair.why == TSCFK_WHY_NONE) {
@@ -294,16 +313,33 @@ static void measure_pair(struct measurement *m, unsigned int cpu,
 }
 
 /*
- * One CPU's fresh result.  Under cpus_read_lock(): no CPU comes or goes.
- * The caller releases the pair.
+ * Did CPU hotplug take or bring back 'cpu' or the reference since the
+ * measurement began?  Then its result is not published (publish()).
+ */
+static bool hotplug_touched(const struct measurement *m, unsigned int cpu)
+{
+	bool touched;
+
+	mutex_lock(&tscfk_results_lock);
+	touched = cpumask_test_cpu(cpu, &hotplugged) ||
+		  (m->ref >= 0 && cpumask_test_cpu(m->ref, &hotplugged));
+	mutex_unlock(&tscfk_results_lock);
+	return touched;
+}
+
+/*
+ * One CPU's fresh result: judged under cpus_read_lock(), for a moment, but
+ * measured without it.  The caller releases the pair.
  */
 static void judge_cpu(struct measurement *m, unsigned int cpu,
 		      struct tscfk_pp *pp)
 {
 	struct tscfk_cpu_result *r = &cpu_work[cpu].fresh;
+	bool turn = false;
 
 	*r = (struct tscfk_cpu_result){ .status = TSCFK_UNMEASURED };
-	if (cpu == m->ref) {
+	cpus_read_lock();
+	if ((int)cpu == m->ref) {
 		r->status = TSCFK_REFERENCE;
 		r->why = TSCFK_WHY_NONE;
 		r->offset.consistent = true;
@@ -324,17 +360,29 @@ static void judge_cpu(struct measurement *m, unsigned int cpu,
 	} else if (m->ref_unresponsive) {
 		r->why = TSCFK_WHY_REFERENCE_NOT_STARTED;
 	} else {
+		turn = true;
+	}
+	cpus_read_unlock();
+
+	if (turn) {
 		measure_pair(m, cpu, pp, r);
+		/* Not to be published: nothing to say of it either. */
+		if (hotplug_touched(m, cpu)) {
+			r->status = TSCFK_UNMEASURED;
+			r->why = TSCFK_WHY_PENDING;
+		}
 	}
 	log_why(cpu, r->why);
 }
 
 /*
  * Publish, but not the CPUs that hotplug published since the measurement
- * began, nor a measurement against a reference that went offline: that
- * one asks for another, against a new reference, and returns false.  The
- * offline callback asks too, but only for the published reference, which
- * this one need not be (the first measurement has none).
+ * began, nor a measurement against a reference that hotplug took (or took
+ * and brought back) meanwhile: that one asks for another, against the
+ * reference of then, and returns false.  The offline callback asks too,
+ * but only for the published reference, which this one need not be (the
+ * first measurement has none).  No hotplug lock is needed: the callbacks
+ * publish under tscfk_results_lock too.
  */
 static bool publish(const struct cpumask *todo, const struct measurement *m)
 {
@@ -342,9 +390,11 @@ static bool publish(const struct cpumask *todo, const struct measurement *m)
 
 	if (!READ_ONCE(accepting))
 		return true;
-	if (!cpu_online(m->ref))
-		return !request(-1, NULL);
 	mutex_lock(&tscfk_results_lock);
+	if (m->ref >= 0 && cpumask_test_cpu(m->ref, &hotplugged)) {
+		mutex_unlock(&tscfk_results_lock);
+		return !request(-1, NULL);
+	}
 	for_each_cpu(cpu, todo)
 		if (!cpumask_test_cpu(cpu, &hotplugged))
 			published[cpu] = cpu_work[cpu].fresh;
@@ -369,16 +419,13 @@ static void measure_requested(struct work_struct *work)
 	cpus_read_unlock();
 	start_targets(&todo, &m);
 
-	/* CPU hotplug waits for a pair's turn, nothing before or after it. */
 	for_each_cpu(cpu, &todo) {
 		struct tscfk_pp *pp = cpu_work[cpu].pending;
 
 		cpu_work[cpu].pending = NULL;
 		if (!m.ref_unresponsive)
 			tscfk_pp_prepare(pp, m.start_by);
-		cpus_read_lock();
 		judge_cpu(&m, cpu, pp);
-		cpus_read_unlock();
 		tscfk_pp_release(pp);
 	}
 
@@ -387,9 +434,7 @@ static void measure_requested(struct work_struct *work)
 			cpumask_pr_args(&isolated_unsaid));
 	cpumask_clear(&isolated_unsaid);
 
-	cpus_read_lock();
 	ended = publish(&todo, &m);
-	cpus_read_unlock();
 
 	/* Not a run whose reference went away: the next one serves its writers. */
 	if (ended) {

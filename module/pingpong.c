@@ -37,9 +37,8 @@
  *    then ends.  A side not done finds its pair stopped there and ends at
  *    once.  A side belongs to its own struct tscfk_pp and can never take
  *    part in another pair.
- *  - Only the turn is under the hotplug lock: threads are started and moved
- *    outside it, so that CPU hotplug waits for timeout_ms and the slack at
- *    most.
+ *  - No hotplug lock is held here, nor by the caller during a turn
+ *    (measure.c): CPU hotplug never waits for a pair.
  *  - A side holds the module from its start to its last instruction, which
  *    is module_put_and_kthread_exit(): it never returns into the module.  So
  *    rmmod is refused at once (EAGAIN) while a side may still run, and never
@@ -55,10 +54,12 @@
  *    only (a completion's), so it is asleep, queued or running: its move is
  *    a change of mask, a requeue, or the stopper's, after one window at most.
  *
- * The caller holds cpus_read_lock() during a pair's turn, so both CPUs stay
- * online while it runs, and the bound threads stay on them.  Before its
- * turn a target's CPU may go offline and back: every window checks, with
- * interrupts off, that it runs on its CPU.
+ * Either CPU may go offline at any time, before the pair's turn or during
+ * it.  A side inside a window keeps its CPU (interrupts are off, so the
+ * stop_machine() of an offline waits for the window to close); between
+ * windows the kernel may push it to another CPU, and the next window,
+ * which checks with interrupts off that it runs on its CPU, ends the pair
+ * (wrong_cpu).  So every probe was taken on the right pair of CPUs.
  */
 #include <linux/completion.h>
 #include <linux/cpumask.h>
@@ -265,7 +266,7 @@ static int pp_reference(void *data)
 
 	if (!pp_side_begin(pp, &pp->ref))
 		goto out;
-	/* Started before the pair's turn, outside the hotplug lock: idle till then. */
+	/* Started before the pair's turn: idle till then. */
 	wait_for_completion_state(&pp->go, TASK_IDLE);
 	if (READ_ONCE(pp->stop))
 		goto out;
@@ -424,7 +425,7 @@ static void pp_move(struct pp_side *side)
 		return;
 	cpumask_clear(&elsewhere);
 	for_each_cpu_and(cpu, cpu_online_mask, housekeeping_cpumask(HK_TYPE_KTHREAD))
-		if (!cpu_is_isolated(cpu))
+		if (!tscfk_cpu_isolated(cpu))
 			__cpumask_set_cpu(cpu, &elsewhere);
 	if (!completion_done(&side->done) && cpumask_weight(&elsewhere) > 1)
 		__cpumask_clear_cpu(side->cpu, &elsewhere);
@@ -454,8 +455,7 @@ struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu)
 }
 
 /*
- * Before the pair's turn and outside the hotplug lock, so that CPU hotplug
- * waits for the turn alone: wait, until the measurement's common deadline
+ * Before the pair's turn: wait, until the measurement's common deadline
  * start_by (jiffies), for the target's side to start, and then start the
  * reference's, which sleeps until the turn.
  */
@@ -468,11 +468,11 @@ void tscfk_pp_prepare(struct tscfk_pp *pp, unsigned long start_by)
 }
 
 /*
- * Outside the hotplug lock, once the pair is judged or not to be measured:
- * end it, whatever its sides are doing, and drop the caller's hold.  The
- * sides are moved first, then let end (and a target asleep until its turn
- * wakes where it was moved to, with no IPI to its own CPU).  Each side
- * holds the module until it ends: rmmod is refused meanwhile.
+ * Once the pair is judged or not to be measured: end it, whatever its
+ * sides are doing, and drop the caller's hold.  The sides are moved first,
+ * then let end (and a target asleep until its turn wakes where it was
+ * moved to, with no IPI to its own CPU).  Each side holds the module until
+ * it ends: rmmod is refused meanwhile.
  */
 void tscfk_pp_release(struct tscfk_pp *pp)
 {
@@ -525,9 +525,8 @@ static unsigned int count_clean(const u32 *trips, unsigned int n)
 }
 
 /*
- * The pair's turn, under the hotplug lock: both CPUs stay online.  Waits
- * no longer than timeout_ms and PP_SLACK_MS; the caller then releases the
- * pair (tscfk_pp_release()), with a result or not.
+ * The pair's turn.  Waits no longer than timeout_ms and PP_SLACK_MS; the
+ * caller then releases the pair (tscfk_pp_release()), with a result or not.
  */
 void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 {

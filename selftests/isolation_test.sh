@@ -12,7 +12,10 @@
 # it), yet its threads there end on cpu0: the module moves a side that is
 # done off an isolated CPU before it exits (sched_process_exit), and its
 # longest interrupts-off window is within irqoff_max_us + 1 ms in the best
-# of three measurements, as sysfs_test holds it.
+# of three measurements, as sysfs_test holds it.  The isolated CPU cannot
+# be made the reference either, which spins as much: reference_cpu=1
+# fails the load (EINVAL, and the kernel log says why) unless
+# measure_isolated=1, with which cpu1 is the reference.
 #
 # Usage: isolation_test.sh MODULE.ko   (root, module unloaded)
 
@@ -60,7 +63,7 @@ ours_on_cpu1() {
 	} | grep -v '^#'
 }
 
-ktap_plan 10
+ktap_plan 13
 echo "# isolated: $(cat $cpu/isolated), nohz_full: $(cat $cpu/nohz_full 2> /dev/null);" \
 	"IPIs traced: $([ -e $ipi ] && echo yes || echo "no (this kernel has no ipi_send_cpu)")"
 mark="isolation_test $$.$RANDOM"
@@ -112,4 +115,15 @@ for _ in 1 2 3; do
 done
 echo "# longest interrupts-off window, best of three: $best ns (bound $bound ns)"
 ktap_check "its interrupts-off windows are within the bound" test "$best" -le "$bound"
+tscfk_unload
+
+err=$(insmod "$ko" reference_cpu=1 2>&1)
+st=$?
+echo "# insmod reference_cpu=1: exit $st: $err"
+ktap_check "reference_cpu=1, isolated, fails the load" test $st -ne 0 -a ! -d $cpu/tsc
+ktap_check "the kernel log says why" \
+	test "$(dmesg | sed -n "/$mark/,\$p" | grep -c 'reference_cpu=1 is isolated')" = 1
+insmod "$ko" reference_cpu=1 measure_isolated=1
+ktap_check "with measure_isolated=1 cpu1 is the reference" \
+	test "$(cat $cpu/tsc/reference_cpu 2>&1) $(cat $cpu/cpu1/tsc/status 2>&1)" = "1 reference"
 ktap_finish

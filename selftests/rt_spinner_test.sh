@@ -34,6 +34,14 @@
 #    from starting, cpu2 goes offline at once: the wait is outside the
 #    hotplug lock.  A writer of remeasure waiting for it is gone at once
 #    when killed, and the measurement goes on.
+# 4. While a pair's turn waits for its stalled side (the spinner moved onto
+#    cpu2 after its thread started), the hotplug lock is free: cpu1 goes
+#    offline at once, and so does an unrelated reader of that lock that
+#    comes behind it (a flip of the schedstats static key, which takes
+#    cpus_read_lock(), and which a waiting hotplug writer would block).
+#    These steps run on cpu3: the reference's side spins on cpu0 for the
+#    whole turn (nice -20, waiting for answers that do not come), and the
+#    test's own commands would crawl there.
 #
 # The spinner starves whatever else the kernel runs as a thread on its
 # CPU: ksoftirqd, and with it RCU's softirq (seen on the debug kernel: an
@@ -147,7 +155,7 @@ held_by_its_threads() {
 	return 1
 }
 
-ktap_plan 24
+ktap_plan 26
 # This shell and all it starts stay on cpu0: a task of ours caught on a
 # CPU the spinner takes would wait there for good.
 taskset -p -c 0 $$ > /dev/null
@@ -265,6 +273,21 @@ idle_on_cpu2() {
 			fi
 		done 2> /dev/null
 		sleep 0.02
+	done
+	return 1
+}
+# Wait, up to 4 s, until no thread named $1 is left.
+threads_gone() {
+	local f comm t
+	t=$(ms_now)
+	while [ $(($(ms_now) - t)) -lt 4000 ]; do
+		for f in /proc/[0-9]*/comm; do
+			if read -r comm < "$f" && [ "$comm" = "$1" ]; then
+				sleep 0.02
+				continue 2
+			fi
+		done 2> /dev/null
+		return 0
 	done
 	return 1
 }
@@ -391,6 +414,53 @@ part3() {
 	gone_within || echo "# the module did not unload"
 }
 
+# --- 4. A pair's turn waiting for a stalled side holds no hotplug lock ---
+part4_names=("a CPU goes offline at once during a stalled pair's turn"
+	"a cpus_read_lock() user behind it returns at once")
+wait4_ms=6000
+part4_skip=$part3_skip
+[ -z "$part4_skip" ] && [ ! -d $cpu/cpu3 ] &&
+	part4_skip="needs a fourth CPU, cpu3, to run its steps on: the reference's side keeps cpu0 busy during a stalled turn"
+[ -z "$part4_skip" ] && [ ! -w /proc/sys/kernel/sched_schedstats ] &&
+	part4_skip="no /proc/sys/kernel/sched_schedstats (CONFIG_SCHEDSTATS) to flip a static key with"
+flip_schedstats() { echo $((1 - schedstats)) > /proc/sys/kernel/sched_schedstats; }
+part4() {
+	schedstats=$(cat /proc/sys/kernel/sched_schedstats)
+	insmod "$ko" timeout_ms=$wait4_ms $params
+	start_spinner 2 || echo "# the spinner did not start"
+	t0=$(ms_now)
+	long_ms=$wait4_ms
+	taskset -c 0 sh -c "echo 1 > $cpu/tsc/remeasure" &
+	rpid=$!
+	idle_on_cpu2 || echo "# cpu2's thread was not seen waiting for its turn"
+	(
+		taskset -p -c 3 $BASHPID > /dev/null
+		kill -USR1 "$spid"
+		spinning_on 2 || echo "# the spinner did not move to cpu2"
+		# cpu1's pair, its thread free to start now, is measured and
+		# released (its threads end); then cpu2's turn waits up to 6 s
+		# for its stalled side.
+		threads_gone tscfk/1 || echo "# cpu1's threads did not end"
+		sleep 0.5
+		(timed sh -c "echo 0 > $cpu/cpu1/online"; echo "$st $took" > "$tmp/offline") &
+		sleep 0.2
+		timed flip_schedstats
+		echo "$took" > "$tmp/flip"
+		wait
+	)
+	read -r st took < "$tmp/offline"
+	read -r flip < "$tmp/flip"
+	echo "# during cpu2's stalled turn: cpu1 offline exit $st, $took ms; the schedstats key flipped in $flip ms (bound $margin_ms ms, the turn lasting $wait4_ms ms)"
+	ktap_check "a CPU goes offline at once during a stalled pair's turn" \
+		test "$st" -eq 0 -a "$took" -le "$margin_ms"
+	ktap_check "a cpus_read_lock() user behind it returns at once" test "$flip" -le "$margin_ms"
+	echo "$schedstats" > /proc/sys/kernel/sched_schedstats
+	echo 1 > $cpu/cpu1/online
+	stop_spinner
+	wait $rpid
+	gone_within || echo "# the module did not unload"
+}
+
 if [ -n "$part2_skip" ]; then
 	for name in "${part2_names[@]}"; do ktap_skip "$name" "$part2_skip"; done
 else
@@ -400,5 +470,10 @@ if [ -n "$part3_skip" ]; then
 	for name in "${part3_names[@]}"; do ktap_skip "$name" "$part3_skip"; done
 else
 	part3
+fi
+if [ -n "$part4_skip" ]; then
+	for name in "${part4_names[@]}"; do ktap_skip "$name" "$part4_skip"; done
+else
+	part4
 fi
 ktap_finish
