@@ -22,16 +22,33 @@
 ifeq ($(origin KERNELS),undefined)
 KERNELS := $(shell ls -d /lib/modules/*/build 2>/dev/null | sort -V | cut -d/ -f4)
 endif
-# The ones the guest can boot as well: an image in /boot, and 9p to reach
-# the host's files (Debian's cloud flavour has none, so it is only built).
-ifeq ($(origin VM_KERNELS),undefined)
-VM_KERNELS := $(foreach k,$(KERNELS),$(if $(wildcard /boot/vmlinuz-$(k)),$(if \
-	$(wildcard /lib/modules/$(k)/kernel/fs/9p/9p.ko*),$(k))))
+# And the kernels a fleet installs today that this bookworm machine cannot:
+# trixie's, its backports' and sid's, each in a Debian root of its suite
+# (scripts/kernel-roots.sh, which make check brings up to date first),
+# where the module is built with that suite's compiler.  RELEASE=ROOT.
+ifeq ($(origin ROOT_KERNEL_LIST),undefined)
+ROOT_KERNEL_LIST := $(shell scripts/kernel-roots.sh list 2>/dev/null | tr ' ' =)
 endif
-# The newest generic kernel: for make run, make bench and the one-off guests.
+ROOT_KERNELS := $(foreach p,$(ROOT_KERNEL_LIST),$(firstword $(subst =, ,$(p))))
+# The root a kernel is in; nothing for this machine's own.
+kernel_root = $(patsubst $(1)=%,%,$(filter $(1)=%,$(ROOT_KERNEL_LIST)))
+BUILD_KERNELS := $(shell printf '%s\n' $(KERNELS) $(ROOT_KERNELS) | sort -V)
+# The ones the guest can boot as well: an image, and 9p to reach the
+# host's files (Debian's cloud flavour has none, so it is only built).
+ifeq ($(origin VM_KERNELS),undefined)
+VM_KERNELS := $(foreach k,$(BUILD_KERNELS),$(if $(wildcard $(call kernel_root,$(k))/boot/vmlinuz-$(k)),$(if \
+	$(wildcard $(call kernel_root,$(k))/lib/modules/$(k)/kernel/fs/9p/9p.ko*),$(k))))
+endif
+# Generic (not PREEMPT_RT) and rt kernels the guest boots, oldest first
+# (mk/vm.mk picks its guests' kernels from them).  make run, make bench
+# and KDIR build with this machine's make and compiler: its own kernels.
 GENERIC := $(foreach k,$(VM_KERNELS),$(if $(findstring -rt-,$(k)),,$(k)))
-NEWEST_GENERIC := $(lastword $(or $(GENERIC),$(VM_KERNELS)))
+RT := $(filter-out $(GENERIC),$(VM_KERNELS))
+NEWEST_GENERIC := $(lastword $(GENERIC))
 OLDEST_GENERIC := $(firstword $(GENERIC))
+NEWEST_RT := $(lastword $(RT))
+HOST_GENERIC := $(filter $(KERNELS),$(GENERIC))
+RUN_KERNEL := $(lastword $(or $(HOST_GENERIC),$(filter $(KERNELS),$(VM_KERNELS))))
 
 KERNELRELEASE ?= $(shell uname -r)
 # PIPESTATUS in lib-check.
@@ -41,13 +58,13 @@ SHELL := /bin/bash
 ifeq ($(origin KDIR),undefined)
 KDIR := $(wildcard /lib/modules/$(KERNELRELEASE)/build)
 ifeq ($(KDIR)$(origin KERNELRELEASE),file)
-KDIR := $(if $(KERNELS),/lib/modules/$(or $(NEWEST_GENERIC),$(lastword $(KERNELS)))/build)
+KDIR := $(if $(KERNELS),/lib/modules/$(or $(RUN_KERNEL),$(lastword $(KERNELS)))/build)
 endif
 endif
 
 BUILD := $(CURDIR)/build
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
-SOURCES := Kbuild $(wildcard module/*.[ch] common/*.[ch])
+SOURCES := Kbuild $(wildcard module/*.[ch] module/compat/* common/*.[ch])
 
 # 1 and 2 CPUs: 6.1 keeps its TSC at 1 and marks it unstable at 2 under
 # TCG; 2, as many as this machine's cores, to hold the IRQ-off bound.  4,
@@ -91,6 +108,7 @@ clean:
 
 deps-run deps-check: deps-%:
 	@RUN_IN_GUEST=$(RUN_IN_GUEST) scripts/install-deps.sh $*
+	$(if $(filter check,$*),@scripts/kernel-roots.sh update)
 
 # The two commands of the README install what they need, then start a new
 # make: KERNELS and the lists made from it are read when make starts, and on
@@ -137,7 +155,7 @@ show:
 	@if [ -e /proc/modules ] && [ -z "$(RUN_IN_GUEST)" ]; then \
 		$(MAKE) -s module && $(call SHOW,tsc_freq_khz.ko); \
 	else \
-		k=$(NEWEST_GENERIC); \
+		k=$(RUN_KERNEL); \
 		test -n "$$k" || { echo "no kernel in /boot with 9p to boot: make deps-run" >&2; exit 2; }; \
 		$(MAKE) -s module KDIR=/lib/modules/$$k/build && \
 		echo "Booting $$k in QEMU with 2 CPUs$(if $(RUN_IN_GUEST),, (this kernel cannot load modules))" && \

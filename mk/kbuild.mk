@@ -22,25 +22,30 @@ linux-source: $(LINUX_SOURCE)/.extracted
 # asked of it); shellcheck for the scripts that make check relies on.
 style: linux-source
 	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
-		-f module/*.[ch] selftests/kmod/*.c
+		-f module/*.[ch] module/compat/*.c selftests/kmod/*.c
 	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
 		--ignore PREFER_KERNEL_TYPES -f common/*.[ch]
-	shellcheck -x scripts/*.sh scripts/*/*.sh
+	shellcheck -x scripts/*.sh scripts/*/*.sh module/compat/probe.sh
 
 # W=1 and sparse (C=2) for every kernel, each in its own copy of the tree
-# so that builds for different kernels never share objects.  Any warning
-# fails.
+# so that builds for different kernels never share objects, a kernel of a
+# root (scripts/kernel-roots.sh) inside that root, with its suite's
+# compiler and sparse.  Any warning fails.  The compat probes' answers
+# are printed beside: which branch of module/compat.h each kernel took.
 # The test module of selftests/kmod is built the same way, next to it.
 FAKE_KO = $(BUILD)/kbuild/$(1)/kmod/tscfk_fake_kernel_file.ko
-kbuild-check: $(foreach k,$(KERNELS),$(BUILD)/kbuild/$(k)/tsc_freq_khz.ko $(call FAKE_KO,$(k)))
+kbuild-check: $(foreach k,$(BUILD_KERNELS),$(BUILD)/kbuild/$(k)/tsc_freq_khz.ko $(call FAKE_KO,$(k)))
+in_kernel_root = $(if $(call kernel_root,$(1)),scripts/kernel-roots.sh run $(call kernel_root,$(1)) $(2) --)
 define kbuild_w1_sparse
-	$(MAKE) -C /lib/modules/$(1)/build M=$(@D) W=1 C=2 modules > $(@D)/build.log 2>&1 || { cat $(@D)/build.log; exit 1; }
+	$(call in_kernel_root,$(1),$(@D)) make -C /lib/modules/$(1)/build M=$(@D) W=1 C=2 modules \
+		> $(@D)/build.log 2>&1 || { cat $(@D)/build.log; exit 1; }
 	@if grep -E 'warning|error' $(@D)/build.log; then rm -f $@; exit 1; fi
-	@echo "  $(1): $(@F): W=1 and sparse clean"
+	@echo "  $(1): $(@F): W=1 and sparse clean$(if $(call kernel_root,$(1)), (in $(call kernel_root,$(1))))"
 endef
 $(BUILD)/kbuild/%/tsc_freq_khz.ko: $(SOURCES)
 	rm -rf $(@D) && mkdir -p $(@D) && cp -a Kbuild module common $(@D)/
 	$(call kbuild_w1_sparse,$*)
+	@echo "  $*: compat: $$(sed -n 's/^#define TSCFK_HAVE_\([A-Z_]*\) 1$$/\1/p' $(@D)/module/compat-probes.h | tr '\n' ' ')"
 $(BUILD)/kbuild/%/kmod/tscfk_fake_kernel_file.ko: selftests/kmod/Kbuild selftests/kmod/fake_kernel_file.c
 	rm -rf $(@D) && mkdir -p $(@D) && cp -a selftests/kmod/* $(@D)/
 	$(call kbuild_w1_sparse,$*)

@@ -21,7 +21,7 @@ bench: lib
 		$(MAKE) -s module && scripts/show.sh --load tsc_freq_khz.ko > /dev/null; \
 		$(BUILD)/bench/offsets_bench; \
 	else \
-		k=$(NEWEST_GENERIC); \
+		k=$(RUN_KERNEL); \
 		$(MAKE) -s module KDIR=/lib/modules/$$k/build && \
 		for n in 2 4; do \
 			echo "offsets_bench in a guest of $$k with $$n CPUs:"; \
@@ -37,7 +37,7 @@ bench: lib
 # kernel but the cloud ones, with 1 and 2 CPUs, the module loaded.
 bench-accuracy: lib
 	$(MAKE) -C bench all OUT=$(BUILD)/bench LIBTSC=$(BUILD)/userspace
-	@for k in $(filter-out %-cloud-amd64,$(GENERIC)); do \
+	@for k in $(HOST_GENERIC); do \
 		$(MAKE) -s module KDIR=/lib/modules/$$k/build || exit 1; \
 		for n in 1 2; do \
 			echo "clock_accuracy in a guest of $$k with $$n CPUs:"; \

@@ -73,7 +73,10 @@ deb-check:
 # root tarball and apt's downloads are cached in FRESH_ROOT_CACHE.
 # FRESH_ROOT_MAKE=check: only make check, from nothing, there: its first
 # run on a fresh machine (40 minutes and more; by hand, not in make check).
+# Then the packages alone in a clean trixie root with the headers of
+# trixie-backports' kernel: DKMS must build the module for it.
 fresh-root-check:
 	scripts/fresh-root-check.sh $(if $(FRESH_ROOT_MAKE),--make $(FRESH_ROOT_MAKE),$(BUILD)/deb) $(BUILD)
+	$(if $(FRESH_ROOT_MAKE),,scripts/fresh-root-check.sh --trixie $(BUILD)/deb $(BUILD))
 
 .PHONY: install-check dkms-check deb deb-check fresh-root-check

@@ -67,11 +67,14 @@ static struct tscfk_clock_page *cp;
 static seqcount_t snap_seq = SEQCNT_ZERO(snap_seq);
 
 /*
- * A reader gives up after this long: far more than an update takes (a
- * microsecond or so, a tick's worth under emulation), so only a writer
- * stopped from outside, such as a preempted vCPU, makes it.
+ * A reader gives up after this many tries and this long, both: far more
+ * than an update takes (a microsecond or so, a tick's worth under
+ * emulation), so only a writer stopped from outside, such as a preempted
+ * vCPU, makes it.  Tries, so that the reader's own preemption does not
+ * count; time, so that a fast CPU's tries do not run out first.
  */
-#define SNAPSHOT_MAX_NS	(10 * NSEC_PER_MSEC)
+#define SNAPSHOT_MAX_NS		(10 * NSEC_PER_MSEC)
+#define SNAPSHOT_MIN_TRIES	1000
 
 /* What changes the page's generation besides the kernel's was_set. */
 static const struct clocksource *last_clock;
@@ -153,24 +156,26 @@ static struct notifier_block gtod_nb = {
 
 /*
  * A consistent copy of the page, without a lock: retried while a writer
- * is at work, for SNAPSHOT_MAX_NS at most (-EBUSY then).  local_clock()
- * times it, as it reads no timekeeper state that the writer holds.
+ * is at work, and given up (-EBUSY) once both bounds above are passed.
+ * local_clock() times it, as it reads no timekeeper state that the writer
+ * holds.
  */
 static int snapshot(struct tscfk_clock_page *snap)
 {
 	u64 deadline = local_clock() + SNAPSHOT_MAX_NS;
-	unsigned int seq;
+	unsigned int seq, tries = 0;
 
-	do {
+	for (;;) {
 		seq = raw_read_seqcount(&snap_seq);
 		if (!(seq & 1)) {
 			memcpy(snap, cp, sizeof(*snap));
 			if (!read_seqcount_retry(&snap_seq, seq))
 				return 0;
 		}
+		if (++tries >= SNAPSHOT_MIN_TRIES && local_clock() >= deadline)
+			return -EBUSY;
 		cpu_relax();
-	} while (local_clock() < deadline);
-	return -EBUSY;
+	}
 }
 
 /* read(): the page as a mapping sees it, for tools without mmap(). */

@@ -11,12 +11,17 @@
 #
 #   scripts/fresh-root-check.sh DEBDIR WORKDIR
 #   scripts/fresh-root-check.sh --make TARGET WORKDIR
+#   scripts/fresh-root-check.sh --trixie DEBDIR WORKDIR
 #
 # DEBDIR holds the .debs (deb-check.sh made them); WORKDIR gets the root
 # and the logs.  --make: only 'make TARGET' from nothing, timed, and
 # nothing after it: 'make check' there is the first run of make check on
-# a fresh machine (40 minutes and more, so not part of make check).  The host's packages are not touched: everything is
-# installed inside the root, which runs in its own mount namespace.
+# a fresh machine (40 minutes and more, so not part of make check).
+# --trixie: the packages alone, in a trixie root (trixie-backports in
+# its sources) to which its newest kernel's headers were added, as a
+# fleet on trixie-backports' kernel has them: DKMS must build for that
+# kernel.  The host's packages are not touched: everything is installed
+# inside the root, which runs in its own mount namespace.
 #
 # Cache, outside the clone (FRESH_ROOT_CACHE, default
 # /var/cache/tsc-freq-khz/fresh-root): the minbase tarball, keyed by what
@@ -29,9 +34,14 @@
 #   clone     git clone of this repository's HEAD into /root/tsc_freq_khz
 #   run       make run, from nothing: must print the verdict
 #   rerun     make run again: must install nothing
+#   kernel    (--trixie) apt-get install -t trixie-backports
+#             linux-headers-amd64, and build-essential, which a build
+#             host has (the library's check compiles a program)
 #   packages  deb-install-check.sh inside the root: apt install ./*.deb,
 #             use, a guest with the module loaded by modprobe running
-#             tsc-report --json, purge; then the outputs checked here
+#             tsc-report --json (not --trixie: the root has no image),
+#             purge; then the outputs checked here (--trixie: DKMS built
+#             the module for the backports' kernel)
 #   left      every path of the root as before the packages, but for the
 #             package manager's own records and logs and DKMS's key pair
 #
@@ -45,8 +55,11 @@ usage() {
 	echo "usage: $0 DEBDIR WORKDIR | --make TARGET WORKDIR" >&2
 	exit 2
 }
-target=
-if [[ ${1:-} == --make ]]; then
+target='' suite=bookworm
+if [[ ${1:-} == --trixie ]]; then
+	suite=trixie
+	shift
+elif [[ ${1:-} == --make ]]; then
 	[[ -n ${2:-} ]] || usage
 	target=$2
 	shift 2
@@ -56,10 +69,9 @@ fi
 [[ $# -eq 2 && -n $1 && -n $2 ]] || usage
 [[ $target ]] || debdir=$(cd "$1" && pwd)
 mkdir -p "$2"
-work=$(cd "$2" && pwd)/fresh-root
+work=$(cd "$2" && pwd)/fresh-root$([[ $suite == bookworm ]] || echo "-$suite")
 mkdir -p "$work"
 cache=${FRESH_ROOT_CACHE:-/var/cache/tsc-freq-khz/fresh-root}
-suite=bookworm
 variant=minbase
 # What a fresh machine has before the README's first command: git to
 # clone, make to type it (and ca-certificates, which 'apt-get install git'
@@ -75,9 +87,9 @@ cleanup() {
 	trap - ERR
 	print_times
 	case $rc in
-	0) echo "fresh-root-check: PASS"; rm -rf "$root" ;;
-	4) echo "fresh-root-check: SKIP" ;;
-	130) echo "fresh-root-check: interrupted" ;;
+	0) echo "fresh-root-check ($suite): PASS"; rm -rf "$root" ;;
+	4) echo "fresh-root-check ($suite): SKIP" ;;
+	130) echo "fresh-root-check ($suite): interrupted" ;;
 	*) echo "fresh-root-check: FAIL (the root is kept in $root)" ;;
 	esac
 	exit "$rc"
@@ -98,12 +110,13 @@ head=$(git -C "$top" rev-parse HEAD)
 	echo "note: $top has uncommitted changes; the fresh root tests HEAD, $head, without them"
 
 # Debian's archive as apt is configured here: each source apt has whose
-# origin is Debian and whose codename is the suite's (bookworm, -updates,
+# origin is Debian and whose codename is bookworm's (bookworm, -updates,
 # -security), from apt-cache policy (whatever file or mirror defines it;
 # not third parties, whose keys the root would lack), and the Acquire
-# settings that reach it.
+# settings that reach it.  For trixie, the same with trixie's names, and
+# trixie-backports from the main archive.
 sources=$work/sources.list
-apt-cache policy | awk -v s="$suite" '
+apt-cache policy | awk -v s=bookworm '
 	/^ *[0-9]+ / && $NF == "Packages" { uri = $2; split($3, a, "/"); dist = a[1]; comp = a[2]; next }
 	/^ *release / {
 		if (uri != "" && /o=Debian,/ && dist ~ ("^" s "(-|$)") && !seen[uri, dist, comp]++)
@@ -111,7 +124,12 @@ apt-cache policy | awk -v s="$suite" '
 		uri = ""
 	}
 	END { for (k in list) print "deb " k list[k] }' | LC_ALL=C sort > "$sources"
-[[ -s $sources ]] || fail "apt knows no Debian $suite source here (apt-cache policy): apt-get update?"
+[[ -s $sources ]] || fail "apt knows no Debian bookworm source here (apt-cache policy): apt-get update?"
+if [[ $suite == trixie ]]; then
+	sed -E 's/^(deb [^ ]+ )bookworm/\1trixie/' "$sources" > "$sources.tmp"
+	awk '{ print } $3 == "trixie" { $3 = "trixie-backports"; print }' "$sources.tmp" > "$sources"
+	rm "$sources.tmp"
+fi
 mapfile -t aptopts < <(grep -l '^Acquire::' /etc/apt/apt.conf.d/* 2> /dev/null || true)
 key=$( { echo "$suite $variant $include"; cat "$sources" "${aptopts[@]}"; } | sha256sum | cut -c1-16)
 tarball=$cache/$suite-$variant-$key.tar
@@ -267,8 +285,42 @@ make_target() {
 	[[ $st -eq 0 ]] || fail "make $target failed in the fresh root (exit $st), see $log"
 }
 
+# A fleet's build host on trixie with the backports' kernel: its headers
+# (the image is not needed to build) and a compiler for programs.
+kernel() {
+	in_root "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq &&
+		apt-get install -y -qq --no-install-recommends -t trixie-backports \
+			linux-headers-amd64 build-essential" > "$work/kernel.log" 2>&1 ||
+		{ tail -n 20 "$work/kernel.log" | sed 's/^/  | /'; fail "the backports' kernel headers did not install"; }
+	backports_kernel=$(find "$root/usr/lib/modules" -mindepth 1 -maxdepth 1 -name '*-amd64' -printf '%f\n' |
+		sort -V | tail -n1)
+	echo "  trixie-backports' kernel: $backports_kernel"
+}
+
+# --trixie: install, use, purge; DKMS built for the backports' kernel.
+trixie_packages() {
+	rm -rf "$root/root/debs" && mkdir -p "$root/root/debs" "$root$clone/build/fresh"
+	cp "$debdir"/*.deb "$root/root/debs/"
+	snapshot > "$work/before"
+	if ! in_root "cd $clone && scripts/packaging/deb-install-check.sh --chroot /root/debs build/fresh" \
+		> "$work/packages.log" 2>&1; then
+		sed 's/^/  | /' "$work/packages.log"
+		fail "the packages' install, use or purge failed in the trixie root"
+	fi
+	sed 's/^/  | /' "$work/packages.log"
+	grep -q "^  $backports_kernel: installed .*/updates/dkms/" "$work/packages.log" ||
+		fail "DKMS did not build the module for $backports_kernel"
+	check_results "$root$clone/build/fresh"
+}
+
 timed root make_root
 timed clone clone
+if [[ $suite == trixie ]]; then
+	timed kernel kernel
+	timed packages trixie_packages
+	timed left left
+	exit "$KSFT_PASS"
+fi
 if [[ $target ]]; then
 	timed "make $target" make_target
 	exit "$KSFT_PASS"

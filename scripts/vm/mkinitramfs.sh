@@ -1,7 +1,9 @@
 #!/bin/sh
 # Build a tiny busybox initramfs that can mount the host's root over 9p.
-# Usage: mkinitramfs.sh KERNEL-RELEASE OUTPUT.cpio.gz
+# Usage: mkinitramfs.sh KERNEL-RELEASE OUTPUT.cpio.gz [ROOT]
 #        mkinitramfs.sh --builtin OUTPUT.cpio.gz   (a kernel with 9p built in)
+# ROOT: where the kernel's /boot and /lib/modules are, if not here (a
+# root of scripts/kernel-roots.sh).
 #
 # The host kernel cannot load modules, so tests run in a QEMU guest that boots
 # a stock Debian kernel; this initramfs only has to get the 9p shares mounted,
@@ -10,14 +12,14 @@ set -eu
 
 die() { echo "mkinitramfs: $*" >&2; exit 1; }
 
-[ $# -eq 2 ] || die "usage: $0 KERNEL-RELEASE|--builtin OUTPUT.cpio.gz"
-rel=$1 out=$2
+[ $# -eq 2 ] || [ $# -eq 3 ] || die "usage: $0 KERNEL-RELEASE|--builtin OUTPUT.cpio.gz [ROOT]"
+rel=$1 out=$2 root=${3:-}
 here=$(cd "$(dirname "$0")" && pwd -P)
-moddir=/lib/modules/$rel
+moddir=$root/lib/modules/$rel
 busybox=$(command -v busybox) || die "busybox not found (apt-get install busybox-static)"
 
 if [ "$rel" != --builtin ]; then
-	[ -r "/boot/vmlinuz-$rel" ] || die "kernel /boot/vmlinuz-$rel missing or unreadable"
+	[ -r "$root/boot/vmlinuz-$rel" ] || die "kernel $root/boot/vmlinuz-$rel missing or unreadable"
 	[ -d "$moddir" ] || die "$moddir missing (install linux-image-$rel)"
 fi
 # A dynamically linked busybox would need the host's libc in the initramfs.

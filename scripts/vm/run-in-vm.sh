@@ -39,7 +39,7 @@ here=$(cd "$(dirname "$0")" && pwd -P)
 repo=$(git -C "$here" rev-parse --show-toplevel 2>/dev/null) || repo=$(cd "$here/../.." && pwd -P)
 build=$repo/build/vm
 
-kernel='' image='' smp=1 mem=1024 tmo=600 boot_tmo=180 cpu=max append='' log='' envs=(CI) quiet='' button=''
+kernel='' kroot='' image='' smp=1 mem=1024 tmo=600 boot_tmo=180 cpu=max append='' log='' envs=(CI) quiet='' button=''
 while (($#)); do
 	case $1 in
 	--kernel) kernel=${2:?}; shift 2 ;;
@@ -79,8 +79,13 @@ else
 		kernel=$(find /boot -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n1)
 		kernel=${kernel#/boot/vmlinuz-}
 	fi
-	vmlinuz=/boot/vmlinuz-$kernel
-	[[ -n $kernel && -r $vmlinuz ]] || die "no readable /boot/vmlinuz-$kernel"
+	# A kernel this machine has, or one of the kernel roots'
+	# (scripts/kernel-roots.sh): its image and modules are there.
+	[[ -n $kernel ]] || die "no kernel in /boot"
+	[[ -r /boot/vmlinuz-$kernel ]] || kroot=$("$repo/scripts/kernel-roots.sh" root "$kernel") ||
+		die "no readable /boot/vmlinuz-$kernel, nor a kernel root with it"
+	vmlinuz=$kroot/boot/vmlinuz-$kernel
+	[[ -r $vmlinuz ]] || die "no readable $vmlinuz"
 fi
 # The repo path travels on the kernel command line, which splits on spaces.
 [[ $repo != *[[:space:]]* ]] || die "repository path contains whitespace: $repo"
@@ -91,13 +96,13 @@ mkdir -p "$build" "$(dirname "$log")"
 # modules; an --image has none).
 initrd=$build/initramfs-$kernel.cpio.gz
 deps=("$here/mkinitramfs.sh" "$here/guest-init.sh" "$(command -v busybox || echo /bin/busybox)")
-[[ -n $image ]] || deps+=("/lib/modules/$kernel/modules.dep")
+[[ -n $image ]] || deps+=("$kroot/lib/modules/$kernel/modules.dep")
 for dep in "${deps[@]}"; do
 	if [[ ! -e $initrd || $dep -nt $initrd ]]; then
 		if [[ -n $image ]]; then
 			"$here/mkinitramfs.sh" --builtin "$initrd"
 		else
-			"$here/mkinitramfs.sh" "$kernel" "$initrd"
+			"$here/mkinitramfs.sh" "$kernel" "$initrd" ${kroot:+"$kroot"}
 		fi || die "initramfs build failed"
 		break
 	fi
