@@ -108,7 +108,7 @@ clean:
 
 deps-run deps-check: deps-%:
 	@RUN_IN_GUEST=$(RUN_IN_GUEST) scripts/install-deps.sh $*
-	$(if $(filter check,$*),@scripts/kernel-roots.sh update)
+	$(if $(filter check,$*),@scripts/kernel-roots.sh update || [ $$? -eq 4 ])
 
 # The two commands of the README install what they need, then start a new
 # make: KERNELS and the lists made from it are read when make starts, and on

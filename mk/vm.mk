@@ -40,8 +40,8 @@ vm_kernel = $(word 1,$(subst -smp, ,$(1)))
 vm_smp = $(word 2,$(subst -smp, ,$(1)))
 # What a guest runs: everything with 2 CPUs, a set of its own otherwise.
 vm_only = $(if $(filter 1,$(2)),$(ONE_CPU_TESTS),$(if $(filter 2,$(2)),,$(OVERCOMMIT_TESTS)))
-vm_why = $(if $(filter 2,$(2)),"the same on every kernel: it runs in $(NEWEST_GENERIC)'s guest", \
-	"not what the $(2)-CPU guest is for: see README.md's table of guests")
+vm_why = "$(if $(filter 2,$(2)),the same on every kernel: it runs in $(NEWEST_GENERIC)'s guest,not what \
+	the $(2)-CPU guest is for: see README.md's table of guests)"
 $(VM_RUNS): vm-%: selftests lib dkms-check kbuild-check
 	@mkdir -p $(BUILD)/vm
 	$(if $(filter-out 0,$(shell echo $$(( $(call vm_smp,$*) > $(HOST_CPUS) )))), \
