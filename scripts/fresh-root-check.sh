@@ -35,8 +35,8 @@
 #   run       make run, from nothing: must print the verdict
 #   rerun     make run again: must install nothing
 #   kernel    (--trixie) apt-get install -t trixie-backports
-#             linux-headers-amd64, and build-essential, which a build
-#             host has (the library's check compiles a program)
+#             linux-image-amd64 linux-headers-amd64 (INITRD=No), and
+#             build-essential (the library's check compiles a program)
 #   packages  deb-install-check.sh inside the root: apt install ./*.deb,
 #             use, a guest with the module loaded by modprobe running
 #             tsc-report --json (not --trixie: the root has no image),
@@ -285,12 +285,13 @@ make_target() {
 	[[ $st -eq 0 ]] || fail "make $target failed in the fresh root (exit $st), see $log"
 }
 
-# A fleet's build host on trixie with the backports' kernel: its headers
-# (the image is not needed to build) and a compiler for programs.
+# A fleet's machine on trixie with the backports' kernel, image and
+# headers (no initramfs: nothing boots it here), and a compiler for
+# programs.
 kernel() {
-	in_root "export DEBIAN_FRONTEND=noninteractive; apt-get update -qq &&
+	in_root "export DEBIAN_FRONTEND=noninteractive INITRD=No; apt-get update -qq &&
 		apt-get install -y -qq --no-install-recommends -t trixie-backports \
-			linux-headers-amd64 build-essential" > "$work/kernel.log" 2>&1 ||
+			linux-image-amd64 linux-headers-amd64 build-essential" > "$work/kernel.log" 2>&1 ||
 		{ tail -n 20 "$work/kernel.log" | sed 's/^/  | /'; fail "the backports' kernel headers did not install"; }
 	backports_kernel=$(find "$root/usr/lib/modules" -mindepth 1 -maxdepth 1 -name '*-amd64' -printf '%f\n' |
 		sort -V | tail -n1)
