@@ -60,9 +60,10 @@ static struct tscfk_clock_page *cp;
 /*
  * Written around every write of the page, by one writer at a time: the
  * notifier, under the timekeeper's lock with interrupts off, and the
- * unload, once the notifier is unregistered, with preemption off.  So a
- * writer never waits, and never sleeps or is preempted while a reader
- * spins on it.
+ * unload, once the notifier is unregistered, with interrupts off too (as
+ * a seqcount that an interrupt writes must be, for lockdep and on its
+ * own terms).  So a writer never waits, and is never preempted while a
+ * reader spins on it.
  */
 static seqcount_t snap_seq = SEQCNT_ZERO(snap_seq);
 
@@ -283,14 +284,16 @@ err_anchor:
  */
 void tscfk_clock_page_exit(void)
 {
+	unsigned long irqflags;
+
 	/* Returns after any update under way: it takes the timekeeper's lock. */
 	pvclock_gtod_unregister_notifier(&gtod_nb);
-	preempt_disable();	/* a writer of snap_seq is never preempted */
+	local_irq_save(irqflags);
 	write_begin();
 	cp->flags = TSCFK_CLOCK_GONE;
 	cp->generation++;
 	write_end(false);
-	preempt_enable();
+	local_irq_restore(irqflags);
 	put_page(page);
 	fput(anchor);
 }
