@@ -66,19 +66,6 @@ BUILD := $(CURDIR)/build
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 SOURCES := Kbuild $(wildcard module/*.[ch] module/compat/* common/*.[ch])
 
-# 1 and 2 CPUs: 6.1 keeps its TSC at 1 and marks it unstable at 2 under
-# TCG; 2, as many as this machine's cores, to hold the IRQ-off bound.  4,
-# more vCPUs than host cores, on the oldest generic kernel only: the host
-# preempts vCPUs inside IRQ-off windows, the same on every kernel, and each
-# such guest costs 7 minutes of make check; on 6.1 the clocks read the HPET
-# there, and libtsc's calibration must cover the truth with 4 CPUs as with
-# 2 (libtsc_test).  PREEMPT_RT kernels boot with 2
-# only: the IRQ-off and scheduling paths are what differ there, and they
-# need a second CPU but not an overcommitted host.
-SMP ?= 1 2
-SMP_OVERCOMMIT ?= 4
-SMP_RT ?= 2
-
 all: module lib
 
 include mk/lib.mk mk/kbuild.mk mk/packaging.mk mk/vm.mk
@@ -118,17 +105,21 @@ check: deps-check
 run: deps-run
 	@$(MAKE) --no-print-directory show
 
+# What no timing depends on first, beside the debug kernels' build (mk/vm.mk),
+# then, once it is done, everything that times something.
 check-all:
+	$(MAKE) debug-kernels-start
 	$(MAKE) style
 	$(MAKE) kbuild-check
 	$(MAKE) install-check
 	$(MAKE) deb-check
 	$(MAKE) fresh-root-check
+	$(MAKE) lib-lint
+	$(MAKE) lib-abi
+	$(MAKE) debug-kernels-wait
 	$(MAKE) check-unit
 	$(MAKE) lib-check
-	$(MAKE) lib-lint
 	$(MAKE) lib-coverage
-	$(MAKE) lib-abi
 	$(MAKE) bench-smoke
 	$(MAKE) vm-check
 	@# Top-level results; and the subtests the guests' tests skipped, which

@@ -31,13 +31,18 @@ key=$( { grep -h '^CONFIG_' "${fragments[@]}"; cat "$0"; echo "$version"; gcc --
 	sha256sum | cut -c1-16)
 dir=$cache/$flavour-$key
 tree=$dir/linux-source-6.1
+# One build of a flavour at a time: make check starts them in the
+# background, and vm-debug may ask meanwhile; it waits, then finds the
+# tree built.
+mkdir -p "$cache"
+exec 9> "$cache/$flavour.lock"
+flock 9
 if [[ -e $dir/built ]]; then
 	echo "debug-kernel: cached, $tree" >&2
 	echo "$tree"
 	exit 0
 fi
 
-mkdir -p "$cache"
 log=$dir.log
 start=$SECONDS
 echo "debug-kernel: building linux-source-6.1 $version with ${fragments[*]} into $tree (log $log)" >&2
@@ -68,6 +73,6 @@ touch "$dir/built"
 # This flavour's older trees, and those from before there were flavours.
 find "$cache" -mindepth 1 -maxdepth 1 -regextype posix-extended \
 	\( -name "$flavour-*" -o -regex '.*/[0-9a-f]{16}(\.log)?' \) \
-	! -name "$flavour-$key" ! -name "$flavour-$key.log" -exec rm -rf {} +
+	! -name "$flavour-$key" ! -name "$flavour-$key.log" ! -name "$flavour.lock" -exec rm -rf {} +
 echo "debug-kernel: built $(make -s -C "$tree" kernelrelease) in $((SECONDS - start)) s" >&2
 echo "$tree"
