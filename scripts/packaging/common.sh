@@ -27,6 +27,15 @@ deb_file() {
 	echo "$out/${1}_${pkg_version}_$a.deb"
 }
 
+# The files DKMS builds the module from, relative to the top, sorted: what
+# the Makefile's dkms-check copies (Kbuild dkms.conf module common),
+# sources only (not the probes' answers of an in-tree build), and what the
+# DKMS package ships.
+module_sources() {
+	(cd "$top" && printf '%s\n' Kbuild dkms.conf module/*.[ch] module/compat/* \
+		common/*.[ch] | grep -vx module/compat-probes.h | LC_ALL=C sort)
+}
+
 # To stderr: inside $(...) it would otherwise be captured, and lost.
 fail() {
 	echo "FAIL: $*" >&2

@@ -68,10 +68,7 @@ out=$(cd "$1" && pwd)
 src=/usr/src/$pkg_name-$pkg_version
 arch=$(uname -m)
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2> /dev/null || echo x86_64-linux-gnu)
-# The files DKMS builds from, relative to the top: what the Makefile's
-# dkms-check copies (Kbuild dkms.conf module common), sources only.
-mapfile -t sources < <(cd "$top" && printf '%s\n' Kbuild dkms.conf \
-	module/*.[ch] common/*.[ch] | sort)
+mapfile -t sources < <(module_sources)
 
 cleanup() {
 	local rc=$?

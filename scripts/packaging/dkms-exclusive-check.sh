@@ -65,8 +65,8 @@ done
 
 rm -rf "$work"
 mkdir -p "$work/tree" "$work/src/$pkg_name-$pkg_version" "$work/install"
-(cd "$top" && cp --parents Kbuild dkms.conf module/*.[ch] common/*.[ch] \
-	"$work/src/$pkg_name-$pkg_version/")
+mapfile -t sources < <(module_sources)
+(cd "$top" && cp --parents "${sources[@]}" "$work/src/$pkg_name-$pkg_version/")
 dk=(dkms --dkmstree "$work/tree" --sourcetree "$work/src" --installtree "$work/install")
 "${dk[@]}" add -m "$pkg_name" -v "$pkg_version" > "$work/add.log" 2>&1 ||
 	fail "dkms add: $(cat "$work/add.log")"
