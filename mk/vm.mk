@@ -16,31 +16,36 @@ VM_MODPROBE = modprobe $(if $(call kernel_root,$(1)),-d $(call kernel_root,$(1))
 # newest generic and PREEMPT_RT kernels of all.  The tests of the tools,
 # which read the module's files the same on every kernel, and the
 # clients' (X-Ray, Abseil), run in the newest generic kernel's guest
-# alone, and the timekeeper's stall there and with 4 vCPUs.
+# alone; the timekeeper's stall in a guest of its own, below.
 FULL_KERNELS := $(sort $(OLDEST_GENERIC) $(lastword $(HOST_GENERIC)) $(NEWEST_GENERIC) $(NEWEST_RT))
 USERSPACE_TESTS := clients_test tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
-full_skip = $(if $(filter $(NEWEST_GENERIC),$(1)),,$(USERSPACE_TESTS) timekeeper_stall_test)
+full_skip = $(if $(filter $(NEWEST_GENERIC),$(1)),,$(USERSPACE_TESTS)) timekeeper_stall_test
 # One CPU, on the oldest kernel: no pair to measure, and 6.1 keeps its TSC
 # as clocksource there (with 2 CPUs under TCG it marks it unstable): the
 # clock page's exactness on 6.1.
 ONE_CPU_TESTS := clock_page_test sysfs_test trigger_test libtsc_test sysclock_exact_test dmesg_clean
 # 4 vCPUs on this machine's 2 CPUs, on the oldest kernel: the host preempts
-# vCPUs inside interrupts-off windows and inside the timekeeper's update;
-# its clocks read the HPET there, and libtsc's calibration must cover the
-# truth as with 2 CPUs; hotplug with more CPUs; and readers hammering the
-# clock page must not stretch the timekeeper's update.
-OVERCOMMIT_TESTS := sysfs_test trigger_test hotplug_test libtsc_test timekeeper_stall_test dmesg_clean
-SMP_OVERCOMMIT ?= 4
+# vCPUs inside interrupts-off windows; its clocks read the HPET there, and
+# libtsc's calibration must cover the truth as with 2 CPUs; hotplug with
+# more CPUs.
+OVERCOMMIT_TESTS := sysfs_test trigger_test hotplug_test libtsc_test dmesg_clean
+# And 4 vCPUs on the newest generic kernel, for threads hammering the
+# clock page, one per CPU, against the timekeeper's update.  Not on 6.1:
+# there, with 4 vCPUs under TCG, a CPU sometimes stops answering IPIs
+# (once at boot, and once during ftrace's text patching: 500 s of soft
+# lockup in smp_call_function_many_cond()); 6.12 and 7.3 never did.
+STALL_TESTS := timekeeper_stall_test dmesg_clean
 
 VM_RUNS := $(foreach k,$(FULL_KERNELS),vm-$(k)-smp2) $(if $(OLDEST_GENERIC),vm-$(OLDEST_GENERIC)-smp1 \
-	$(foreach n,$(SMP_OVERCOMMIT),vm-$(OLDEST_GENERIC)-smp$(n)))
+	vm-$(OLDEST_GENERIC)-smp4) $(if $(NEWEST_GENERIC),vm-$(NEWEST_GENERIC)-smp4)
 # More vCPUs than host CPUs: the host preempts vCPUs inside IRQ-off windows.
 HOST_CPUS := $(shell nproc)
 vm_kernel = $(word 1,$(subst -smp, ,$(1)))
 vm_smp = $(word 2,$(subst -smp, ,$(1)))
 # What a guest runs: everything with 2 CPUs, a set of its own otherwise.
-vm_only = $(if $(filter 1,$(2)),$(ONE_CPU_TESTS),$(if $(filter 2,$(2)),,$(OVERCOMMIT_TESTS)))
-vm_why = "$(if $(filter 2,$(2)),the same on every kernel: it runs in $(NEWEST_GENERIC)'s guest,not what \
+vm_only = $(if $(filter 1,$(2)),$(ONE_CPU_TESTS),$(if $(filter 2,$(2)),,$(if \
+	$(filter $(NEWEST_GENERIC),$(1)),$(STALL_TESTS),$(OVERCOMMIT_TESTS))))
+vm_why = "$(if $(filter 2,$(2)),run in one guest only: see README.md's table of guests,not what \
 	the $(2)-CPU guest is for: see README.md's table of guests)"
 $(VM_RUNS): vm-%: selftests lib dkms-check kbuild-check
 	@mkdir -p $(BUILD)/vm
