@@ -112,9 +112,12 @@ update_root() {
 	local suite=$1 root=$roots/$1 s m want=() have=() old=() new=()
 	[[ -d $root ]] || make_root "$suite"
 	in_root "$root" /tmp apt-get update -qq
+	# The flavours' packages only, as resolve() names them: not the
+	# -common ones they depend on, which apt-get purge would take the
+	# headers of every kernel away with.
 	# shellcheck disable=SC2016 # dpkg-query's format, not the shell's
-	mapfile -t have < <(in_root "$root" /tmp dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n' \
-		'linux-headers-[0-9]*' 'linux-image-[0-9]*' | awk '$1 == "ii" { print $2 }')
+	mapfile -t have < <(in_root "$root" /tmp dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n' |
+		awk '$1 == "ii" && $2 ~ /^linux-(headers|image)-[0-9].*-amd64$/ { print $2 }')
 	local last=${kernel_suites[$suite]##* }
 	for s in ${kernel_suites[$suite]}; do
 		new=()
@@ -124,7 +127,7 @@ update_root() {
 		done
 		((${#new[@]})) || die "$s: no kernel found behind $headers $images"
 		want+=("${new[@]}")
-		mapfile -t new < <(printf '%s\n' "${new[@]}" | grep -vxF -f <(printf '%s\n' "${have[@]}" x))
+		mapfile -t new < <(printf '%s\n' "${new[@]}" | grep -vxF -f <(printf '%s\n' "${have[@]}" x) || true)
 		((${#new[@]})) || continue
 		echo "kernel-roots: $suite: installing from $s: ${new[*]}"
 		in_root "$root" /tmp apt-get install -y -qq --no-install-recommends -t "$s" \
@@ -139,6 +142,17 @@ update_root() {
 		in_root "$root" /tmp apt-get purge -y -qq "${old[@]}" > /dev/null
 		in_root "$root" /tmp apt-get autoremove -y -qq --purge > /dev/null
 	fi
+	# What the checks will look for: a build tree for each headers
+	# package, an image for each image package.  A root without them
+	# would drop its kernels from make check without a word.
+	for m in "${want[@]}"; do
+		case $m in
+		linux-headers-*) [[ -e $root/usr/lib/modules/${m#linux-headers-}/build ]] ||
+			die "$suite: $m is installed, but no build tree" ;;
+		linux-image-*) [[ -e $root/boot/vmlinuz-${m#linux-image-} ]] ||
+			die "$suite: $m is installed, but no /boot/vmlinuz-${m#linux-image-}" ;;
+		esac
+	done
 	in_root "$root" /tmp apt-get clean
 }
 
