@@ -122,7 +122,7 @@ st=$?
 echo "# insmod reference_cpu=1: exit $st: $err"
 ktap_check "reference_cpu=1, isolated, fails the load" test $st -ne 0 -a ! -d $cpu/tsc
 ktap_check "the kernel log says why" \
-	test "$(dmesg | sed -n "/$mark/,\$p" | grep -c 'reference_cpu=1 is isolated')" = 1
+	test "$(dmesg | sed -n "/$mark/,\$p" | grep -c 'reference_cpu=1 is isolated (.*measure_isolated=1 is needed')" = 1
 insmod "$ko" reference_cpu=1 measure_isolated=1
 ktap_check "with measure_isolated=1 cpu1 is the reference" \
 	test "$(cat $cpu/tsc/reference_cpu 2>&1) $(cat $cpu/cpu1/tsc/status 2>&1)" = "1 reference"
