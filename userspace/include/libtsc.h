@@ -234,7 +234,13 @@ struct tsc__discipline;
 struct tsc_sysclock {
 	/* What a read touches: the page, kernel's or the library's. */
 	const volatile struct tsc_timepage *page;
-	uint64_t hot_reserved[7];	/* zero */
+	/*
+	 * How the ordered readers read the TSC (1.2): 0 lfence; rdtsc, 1
+	 * rdtscp.  tsc_sysclock_init() picks (enum tsc_sysclock_order).
+	 */
+	uint32_t use_rdtscp;
+	uint32_t hot_reserved32;	/* zero */
+	uint64_t hot_reserved[6];	/* zero */
 
 	/* What the library keeps. */
 	size_t sz;		/* sizeof(struct tsc_sysclock), set by TSC_SYSCLOCK */
@@ -247,12 +253,26 @@ struct tsc_sysclock {
 #define TSC_SYSCLOCK(name)						\
 	struct tsc_sysclock name = { .sz = sizeof(struct tsc_sysclock) }
 
+/*
+ * How the ordered readers (tsc_sysclock_realtime() and the others, not the
+ * _unordered ones) read the TSC, so that a reading taken after seeing
+ * another thread's is never earlier: each waits for every earlier load
+ * (1.2).
+ */
+enum tsc_sysclock_order {
+	TSC_ORDER_AUTO = 0,	/* the cheaper of the two below that order here */
+	TSC_ORDER_LFENCE,	/* lfence; rdtsc, as the kernel's vDSO reads it */
+	TSC_ORDER_RDTSCP,	/* rdtscp */
+};
+
 /* Options: declare with TSC_SYSCLOCK_OPTS(name, .field = value, ...). */
 struct tsc_sysclock_opts {
 	size_t sz;		/* set by TSC_SYSCLOCK_OPTS */
 	const char *sysfs_root;	/* as in struct tsc_opts */
 	size_t :0;		/* later fields start here: see struct tsc_opts */
 	enum tsc_sysclock_discipline discipline;	/* 1.1 */
+	size_t :0;		/* and here */
+	enum tsc_sysclock_order order;	/* 1.2 */
 	size_t :0;		/* and here */
 };
 
@@ -413,8 +433,10 @@ static inline uint64_t tsc_rdtsc_start(void)
 /*
  * The clock, in ns, from the TSC, at the rate of the TSC since the anchor
  * (tsc_clock_init(3)).  tsc_now() is the fastest: the CPU may read the TSC
- * before earlier instructions finish, so use it to stamp events, not to
- * time a few instructions.  For a timed section, tsc_now_start() at its
+ * before earlier instructions finish, loads included, so use it to stamp
+ * events compared within one thread, not to time a few instructions; a
+ * stamp taken after seeing another thread's may be earlier than it, which
+ * tsc_now_ordered() never is.  For a timed section, tsc_now_start() at its
  * start and tsc_now_ordered() at its end: the first reads the TSC before
  * anything after it, the second after everything before it.
  */
@@ -468,27 +490,51 @@ static inline uint64_t tsc_now_realtime(const struct tsc_clock *clk)
 }
 
 /*
+ * The TSC once every earlier load has completed, by rdtscp (which also
+ * waits for every earlier instruction on both vendors): the ordered
+ * system clocks' other way, where it is the cheaper one.
+ */
+static inline uint64_t tsc__rdtscp(void)
+{
+	uint64_t t;
+
+	__asm__ __volatile__("rdtscp; shl $32, %%rdx; or %%rdx, %%rax"
+			     : "=a"(t) : : "rcx", "rdx", "memory");
+	return t;
+}
+
+/*
  * The system clocks from the page.  What the fast path tests, it tests
  * before the rdtsc, so that nothing waits for the reading but the
- * arithmetic; the sequence count is checked again after it.  seq odd (a
- * write under way, or a page not to be used) and a TSC under 1 GHz leave
- * the fast path for tsc__sysclock_slow().  On x86 loads are not reordered
- * with loads: a compiler barrier is the acquire the reads need.  A reading
- * before the page's cycle_last (this CPU's TSC a little behind the one the
- * kernel last read, or a read the CPU ran early) counts as cycle_last, as
- * the kernel counts it: no clock goes back across threads or paths.
+ * arithmetic; the sequence count is checked again after it.  No page (a
+ * clock never initialised), seq odd (a write under way, or a page not to
+ * be used) and a TSC under 1 GHz leave the fast path for
+ * tsc__sysclock_slow().  On x86 loads are not reordered with loads: a
+ * compiler barrier is the acquire the reads need.
+ *
+ * The ordered readers read the TSC only once every earlier load has
+ * completed (lfence; rdtsc, or rdtscp), as the kernel's vDSO does: a
+ * reading taken after seeing another thread's (an acquire load of it) is
+ * never earlier.  A plain rdtsc may run before those loads, and give a
+ * time before the one seen: the unordered readers are for stamps compared
+ * within one thread.  A reading before the page's cycle_last (this CPU's
+ * TSC a little behind the one the kernel last read) counts as cycle_last,
+ * as the kernel counts it.
  */
 #define TSC__SYSCLOCK_REALTIME	0
 #define TSC__SYSCLOCK_MONOTONIC	1
 #define TSC__SYSCLOCK_BOOTTIME	2
 
-static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int clock)
+static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int clock, int ordered)
 {
 	const volatile struct tsc_timepage *p = c->page;
+	const uint32_t use_rdtscp = c->use_rdtscp;
 	__extension__ unsigned __int128 x;
 	uint32_t seq;
 	uint64_t off;
 
+	if (__builtin_expect(!p, 0))
+		return tsc__sysclock_slow(c, clock);
 	do {
 		uint64_t t, last;
 
@@ -499,7 +545,12 @@ static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int cloc
 		off = clock == TSC__SYSCLOCK_REALTIME ? p->real_off :
 		      clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
 		last = p->cycle_last;
-		t = tsc_rdtsc();
+		if (!ordered)
+			t = tsc_rdtsc();
+		else if (use_rdtscp)
+			t = tsc__rdtscp();
+		else
+			t = tsc_rdtsc_ordered();
 		/* A compare and a branch never taken: cheaper than a cmov here. */
 		if (__builtin_expect(t < last, 0))
 			t = last;
@@ -513,19 +564,40 @@ static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int cloc
 /* CLOCK_REALTIME, in ns since the epoch, as clock_gettime() gives it. */
 static inline uint64_t tsc_sysclock_realtime(const struct tsc_sysclock *c)
 {
-	return tsc__sysclock_read(c, TSC__SYSCLOCK_REALTIME);
+	return tsc__sysclock_read(c, TSC__SYSCLOCK_REALTIME, 1);
 }
 
 /* CLOCK_MONOTONIC, in ns. */
 static inline uint64_t tsc_sysclock_monotonic(const struct tsc_sysclock *c)
 {
-	return tsc__sysclock_read(c, TSC__SYSCLOCK_MONOTONIC);
+	return tsc__sysclock_read(c, TSC__SYSCLOCK_MONOTONIC, 1);
 }
 
 /* CLOCK_BOOTTIME, in ns. */
 static inline uint64_t tsc_sysclock_boottime(const struct tsc_sysclock *c)
 {
-	return tsc__sysclock_read(c, TSC__SYSCLOCK_BOOTTIME);
+	return tsc__sysclock_read(c, TSC__SYSCLOCK_BOOTTIME, 1);
+}
+
+/*
+ * The same clocks with a plain rdtsc, which the CPU may run before earlier
+ * loads: cheaper on some CPUs, and right for stamps compared within one
+ * thread, but a reading taken after seeing another thread's may be
+ * earlier than it (1.2; tsc(7)).
+ */
+static inline uint64_t tsc_sysclock_realtime_unordered(const struct tsc_sysclock *c)
+{
+	return tsc__sysclock_read(c, TSC__SYSCLOCK_REALTIME, 0);
+}
+
+static inline uint64_t tsc_sysclock_monotonic_unordered(const struct tsc_sysclock *c)
+{
+	return tsc__sysclock_read(c, TSC__SYSCLOCK_MONOTONIC, 0);
+}
+
+static inline uint64_t tsc_sysclock_boottime_unordered(const struct tsc_sysclock *c)
+{
+	return tsc__sysclock_read(c, TSC__SYSCLOCK_BOOTTIME, 0);
 }
 
 #ifdef __cplusplus

@@ -39,6 +39,20 @@ int tsc__opts_check(const void *opts, size_t sz, size_t known, const char *macro
 /* clock.c: clock_gettime(id) in ns; -1 if it ever failed. */
 int64_t tsc__ns_now(clockid_t id);
 
+/* order.c: what the CPU offers to order a TSC read after earlier loads. */
+struct tsc__order_cpu {
+	bool amd;		/* AMD or Hygon: LFENCE orders only where said */
+	bool rdtscp;
+	bool lfence_serializing;	/* CPUID 0x80000021 EAX[2] */
+};
+void tsc__order_cpu(struct tsc__order_cpu *o);
+/*
+ * The ordered readers' way for want on that CPU: *use_rdtscp 0 or 1, or
+ * -EOPNOTSUPP (rdtscp asked for, none) or -EINVAL, and the reason.
+ */
+int tsc__order_pick(const struct tsc__order_cpu *cpu, enum tsc_sysclock_order want,
+		    uint32_t *use_rdtscp);
+
 /* sysclock.c: the page of a clock that reads clock_gettime(). */
 extern const struct tsc_timepage tsc__syscall_page;
 /* The disciplined system clock (discipline.c). */

@@ -182,9 +182,13 @@ static void without_kernel(struct tsc_sysclock *c, const char *root,
 int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *opts)
 {
 	enum tsc_sysclock_discipline disc = TSC_DISCIPLINE_NONE;
+	enum tsc_sysclock_order order = TSC_ORDER_AUTO;
 	const volatile struct tsc_timepage *p = &tsc__syscall_page;
+	struct tsc__order_cpu cpu;
 	const char *root = NULL;
+	uint32_t use_rdtscp;
 	size_t sz;
+	int err;
 
 	/*
 	 * First of all, a page that sends every read to clock_gettime(): a
@@ -205,8 +209,7 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 	}
 	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
 	if (opts) {
-		int err = tsc__opts_check(opts, opts->sz, sizeof(*opts), "TSC_SYSCLOCK_OPTS");
-
+		err = tsc__opts_check(opts, opts->sz, sizeof(*opts), "TSC_SYSCLOCK_OPTS");
 		if (err)
 			return err;
 		root = TSC__OPT(opts, struct tsc_sysclock_opts, sysfs_root);
@@ -214,12 +217,19 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 		if (disc < TSC_DISCIPLINE_NONE || disc > TSC_DISCIPLINE_CALLER)
 			return tsc__fail(-EINVAL, "discipline %d: not one of enum tsc_sysclock_discipline",
 					 (int)disc);
+		order = TSC__OPT(opts, struct tsc_sysclock_opts, order);
 	}
+	tsc__order_cpu(&cpu);
+	err = tsc__order_pick(&cpu, order, &use_rdtscp);
+	if (err)
+		return err;
 	root = tsc__sysfs_root(root);
 	sz = c->sz;
-	memset(&c->hot_reserved, 0, (sz < sizeof(*c) ? sz : sizeof(*c)) -
-	       offsetof(struct tsc_sysclock, hot_reserved));
+	memset(&c->hot_reserved32, 0, (sz < sizeof(*c) ? sz : sizeof(*c)) -
+	       offsetof(struct tsc_sysclock, hot_reserved32));
 	c->sz = sz;
+	/* Either way orders: a reader may see the old one or the new. */
+	__atomic_store_n(&c->use_rdtscp, use_rdtscp, __ATOMIC_RELAXED);
 	c->path = TSC_SYSCLOCK_SYSCALL;
 	/* A disciplined clock follows clock_gettime(), the namespace's. */
 	if (in_time_namespace(c->why, sizeof(c->why))) {
@@ -293,6 +303,9 @@ static const volatile struct tsc_timepage *page_begin(const struct tsc_sysclock 
 	for (; *tries < 100000; ++*tries) {
 		const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_ACQUIRE);
 
+		/* A clock never initialised (zeroed): clock_gettime(). */
+		if (!p)
+			return NULL;
 		*seq = p->seq;
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (!(*seq & 1))
