@@ -25,6 +25,21 @@
 extern "C" {
 #endif
 
+/*
+ * The macros that declare a struct (TSC_OPTS() and the others) set its sz,
+ * which tells the library which version of the struct the caller has.
+ * In C they take designated initialisers for the other fields.  C++ has
+ * those only from C++20, and warns of each field they leave out: there
+ * the macros take the name alone, value-initialise the rest, and the
+ * fields are set by assignment after the declaration.
+ */
+#ifdef __cplusplus
+#define TSC__CXX_DECLARE(type, name, ...)				\
+	type name = [] { type tsc__v = {}; tsc__v.sz = sizeof(type); return tsc__v; }(); \
+	static_assert(sizeof(#__VA_ARGS__) == 1,			\
+		      "in C++, set the fields of " #type " after its declaration")
+#endif
+
 /* Where a frequency came from; tsc_freq_get() ranks them as tsc(7) says. */
 enum tsc_source {
 	TSC_SOURCE_NONE = 0,
@@ -86,8 +101,12 @@ struct tsc_opts {
 	size_t :0;
 };
 
+#ifdef __cplusplus
+#define TSC_OPTS(...) TSC__CXX_DECLARE(struct tsc_opts, __VA_ARGS__, )
+#else
 #define TSC_OPTS(name, ...)						\
 	struct tsc_opts name = { .sz = sizeof(struct tsc_opts), __VA_ARGS__ }
+#endif
 
 /*
  * Conversion parameters: ns = ticks * ns_int + ((ticks * ns_frac) >> 64),
@@ -139,7 +158,11 @@ struct tsc_clock {
 	struct tsc_freq freq;
 } __attribute__((aligned(64)));
 
+#ifdef __cplusplus
+#define TSC_CLOCK(name) TSC__CXX_DECLARE(struct tsc_clock, name, )
+#else
 #define TSC_CLOCK(name) struct tsc_clock name = { .sz = sizeof(struct tsc_clock) }
+#endif
 
 /* Why the last call that failed in this thread failed; "" if none did. */
 const char *tsc_last_error(void);
@@ -250,8 +273,12 @@ struct tsc_sysclock {
 	uint64_t reserved[7];	/* zero */
 } __attribute__((aligned(64)));
 
+#ifdef __cplusplus
+#define TSC_SYSCLOCK(name) TSC__CXX_DECLARE(struct tsc_sysclock, name, )
+#else
 #define TSC_SYSCLOCK(name)						\
 	struct tsc_sysclock name = { .sz = sizeof(struct tsc_sysclock) }
+#endif
 
 /*
  * How the ordered readers (tsc_sysclock_realtime() and the others, not the
@@ -276,8 +303,12 @@ struct tsc_sysclock_opts {
 	size_t :0;		/* and here */
 };
 
+#ifdef __cplusplus
+#define TSC_SYSCLOCK_OPTS(...) TSC__CXX_DECLARE(struct tsc_sysclock_opts, __VA_ARGS__, )
+#else
 #define TSC_SYSCLOCK_OPTS(name, ...)					\
 	struct tsc_sysclock_opts name = { .sz = sizeof(struct tsc_sysclock_opts), __VA_ARGS__ }
+#endif
 
 /* 0, or a negative errno for a clock that cannot be read at all. */
 int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *opts);
@@ -364,8 +395,12 @@ struct tsc_report_opts {
 	size_t :0;		/* later fields start here: see struct tsc_opts */
 };
 
+#ifdef __cplusplus
+#define TSC_REPORT_OPTS(...) TSC__CXX_DECLARE(struct tsc_report_opts, __VA_ARGS__, )
+#else
 #define TSC_REPORT_OPTS(name, ...)					\
 	struct tsc_report_opts name = { .sz = sizeof(struct tsc_report_opts), __VA_ARGS__ }
+#endif
 
 /* Fill r; free it with tsc_report_free().  opts may be NULL. */
 int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts);
