@@ -3,7 +3,8 @@
  * The sysfs value parsers on any bytes: they must never crash; what the
  * number parsers accept must be exactly a plain decimal that round-trips
  * (printed back, it gives the input, its one newline aside), and a CPU
- * list accepted must count 1 to 65536 CPUs.
+ * list accepted must count 1 to 65536 CPUs, and read back as the same set
+ * once formatted.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (!tsc__parse_cpulist_count(buf, size, &cpus) && (cpus < 1 || cpus > 65536))
 			abort();
+	}
+	{
+		/* A list the set takes, formatted back, reads as the same set. */
+		cpu_set_t set, again;
+		char list[8192];
+
+		if (!tsc__parse_cpulist(buf, size, &set)) {
+			tsc__format_cpulist(&set, list, sizeof(list));
+			if (tsc__parse_cpulist(list, strlen(list), &again) || !CPU_EQUAL(&set, &again))
+				abort();
+		}
 	}
 	return 0;
 }

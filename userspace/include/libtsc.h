@@ -300,6 +300,12 @@ struct tsc_sysclock_opts {
 	enum tsc_sysclock_discipline discipline;	/* 1.1 */
 	size_t :0;		/* and here */
 	enum tsc_sysclock_order order;	/* 1.2 */
+	/*
+	 * The helper keeps the caller's scheduling policy and CPUs, as a
+	 * new thread does (1.2).  By default it runs under SCHED_OTHER on
+	 * the housekeeping CPUs: online, not isolated, not nohz_full.
+	 */
+	bool helper_inherit;
 	size_t :0;		/* and here */
 };
 

@@ -372,9 +372,70 @@ static void *helper(void *arg)
 	return NULL;
 }
 
-static int start_helper(struct tsc__discipline *d)
+/*
+ * Where the helper runs, unless the caller asked it to inherit: under
+ * SCHED_OTHER on the housekeeping CPUs, whatever the caller is.  A
+ * caller is often a SCHED_FIFO thread pinned to an isolated CPU; a helper
+ * that inherited both would wake there once a second, and never run at
+ * all while a busy-poller of the same priority owns that CPU, leaving the
+ * clock unsynced.  *where says which CPUs, for the clock's why.
+ */
+static int helper_attr(struct tsc__discipline *d, pthread_attr_t *attr, bool *pinned,
+		       char *where, size_t size)
+{
+	struct sched_param none = { .sched_priority = 0 };
+	cpu_set_t set;
+	int err;
+
+	*pinned = false;
+	err = pthread_attr_setinheritsched(attr, PTHREAD_EXPLICIT_SCHED);
+	if (!err)
+		err = pthread_attr_setschedpolicy(attr, SCHED_OTHER);
+	if (!err)
+		err = pthread_attr_setschedparam(attr, &none);
+	if (err)
+		return tsc__fail(-err, "the helper's scheduling: %s", strerror(err));
+	if (tsc__housekeeping_cpus(d->root, &set)) {
+		/* A helper on the caller's CPUs beats none: said in why. */
+		snprintf(where, size, "SCHED_OTHER on the caller's CPUs (no housekeeping CPUs: %.150s)",
+			 tsc_last_error());
+		tsc__clear_error();
+		return 0;
+	}
+	err = pthread_attr_setaffinity_np(attr, sizeof(set), &set);
+	if (err)
+		return tsc__fail(-err, "the helper's CPUs: %s", strerror(err));
+	*pinned = true;
+	snprintf(where, size, "SCHED_OTHER on housekeeping CPUs ");
+	tsc__format_cpulist(&set, where + strlen(where), size - strlen(where));
+	return 0;
+}
+
+/* The helper, with attr; a cpuset that refuses its CPUs: the caller's. */
+static int create_helper(struct tsc__discipline *d, pthread_attr_t *attr, bool pinned,
+			 char *where, size_t size)
 {
 	sigset_t all, old;
+	cpu_set_t mine;
+	int err;
+
+	/* The helper takes no signals: the application's threads do. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&d->thread, attr, helper, d);
+	if (err == EINVAL && pinned && !sched_getaffinity(0, sizeof(mine), &mine) &&
+	    !pthread_attr_setaffinity_np(attr, sizeof(mine), &mine)) {
+		snprintf(where, size, "SCHED_OTHER on the caller's CPUs (the cpuset refuses the housekeeping ones)");
+		err = pthread_create(&d->thread, attr, helper, d);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err ? tsc__fail(-err, "pthread_create: %s", strerror(err)) : 0;
+}
+
+static int start_helper(struct tsc__discipline *d, bool inherit, char *where, size_t size)
+{
+	pthread_attr_t attr;
+	bool pinned = false;
 	int err;
 
 	d->stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -385,19 +446,27 @@ static int start_helper(struct tsc__discipline *d)
 		close(d->set_fd);
 		d->set_fd = -1;		/* steps are then seen within a second */
 	}
-	/* The helper takes no signals: the application's threads do. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&d->thread, NULL, helper, d);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = pthread_attr_init(&attr);
 	if (err) {
-		if (d->set_fd >= 0)
-			close(d->set_fd);
-		close(d->stop_fd);
-		return tsc__fail(-err, "pthread_create: %s", strerror(err));
+		err = tsc__fail(-err, "pthread_attr_init: %s", strerror(err));
+		goto err_fds;
 	}
+	snprintf(where, size, "with the caller's scheduling and CPUs, as asked");
+	if (!inherit)
+		err = helper_attr(d, &attr, &pinned, where, size);
+	if (!err)
+		err = create_helper(d, &attr, pinned, where, size);
+	pthread_attr_destroy(&attr);
+	if (err)
+		goto err_fds;
 	d->helper = true;
 	return 0;
+err_fds:
+	if (d->set_fd >= 0)
+		close(d->set_fd);
+	close(d->stop_fd);
+	d->stop_fd = d->set_fd = -1;
+	return err;
 }
 
 /*
@@ -425,8 +494,9 @@ static void retire(struct tsc__discipline *d)
 	pthread_mutex_unlock(&retired_lock);
 }
 
-int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper)
+int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper, bool inherit)
 {
+	char where[256] = "";
 	TSC_OPTS(fo, .sysfs_root = root);
 	struct tsc__discipline *d;
 	struct tsc_freq f;
@@ -472,16 +542,16 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper)
 	d->last_mono = s.mono;
 	new_segment(d, d->ns_per_tick, true, s.t, s.mono);
 	if (helper) {
-		err = start_helper(d);
+		err = start_helper(d, inherit, where, sizeof(where));
 		if (err)
 			goto fail;
 	}
 	c->disc = d;
 	snprintf(c->why, sizeof(c->why),
-		 "disciplined: the library's own mapping from the TSC (%.6f MHz from %s), slewed onto clock_gettime() %s",
+		 "disciplined: the library's own mapping from the TSC (%.6f MHz from %s), slewed onto clock_gettime() %s%s",
 		 f.hz / 1e6, tsc_source_name(f.source),
-		 helper ? "about once a second by a thread of the library's" :
-		 "at each tsc_sysclock_sync()");
+		 helper ? "about once a second by a thread of the library's, " :
+		 "at each tsc_sysclock_sync()", where);
 	return 0;
 fail:
 	retire(d);
@@ -506,4 +576,12 @@ void tsc__discipline_stop(struct tsc__discipline *d)
 		d->helper = false;
 	}
 	retire(d);
+}
+
+int tsc__discipline_helper(const struct tsc_sysclock *c, pthread_t *thread)
+{
+	if (!c->disc || !c->disc->helper)
+		return -ENOENT;
+	*thread = c->disc->thread;
+	return 0;
 }

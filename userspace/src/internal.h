@@ -7,6 +7,8 @@
 #ifndef TSC_INTERNAL_H
 #define TSC_INTERNAL_H
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,7 +58,10 @@ int tsc__order_pick(const struct tsc__order_cpu *cpu, enum tsc_sysclock_order wa
 /* sysclock.c: the page of a clock that reads clock_gettime(). */
 extern const struct tsc_timepage tsc__syscall_page;
 /* The disciplined system clock (discipline.c). */
-int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper);
+int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
+			  bool inherit);
+/* The helper thread of a disciplined clock: 0, or -ENOENT if it has none. */
+int tsc__discipline_helper(const struct tsc_sysclock *c, pthread_t *thread);
 int tsc__discipline_sync(struct tsc__discipline *d);
 void tsc__discipline_stop(struct tsc__discipline *d);
 
@@ -101,6 +106,14 @@ int tsc__parse_u64(const char *buf, size_t len, uint64_t *val);
 int tsc__parse_s64(const char *buf, size_t len, int64_t *val);
 int tsc__parse_khz(const char *buf, size_t len, uint64_t *khz);
 int tsc__parse_cpulist_count(const char *buf, size_t len, unsigned int *count);
+int tsc__parse_cpulist(const char *buf, size_t len, cpu_set_t *set);
+
+/*
+ * housekeeping.c: the online CPUs neither isolated nor nohz_full under
+ * root; -ENODEV if none, or a file's error.  And a set as a CPU list.
+ */
+int tsc__housekeeping_cpus(const char *root, cpu_set_t *set);
+void tsc__format_cpulist(const cpu_set_t *set, char *out, size_t size);
 
 struct tsc__cpuid {
 	uint32_t eax, ebx, ecx, edx;

@@ -159,7 +159,7 @@ static int in_time_namespace(char *why, size_t size)
  * kernel mapping, and gets the rest.
  */
 static void without_kernel(struct tsc_sysclock *c, const char *root,
-			   enum tsc_sysclock_discipline disc)
+			   enum tsc_sysclock_discipline disc, bool inherit)
 {
 	char no_kernel[sizeof(c->why)];
 	int n;
@@ -168,7 +168,7 @@ static void without_kernel(struct tsc_sysclock *c, const char *root,
 		return;
 	/* "clock_gettime(): " leads the reason: the rest says why. */
 	snprintf(no_kernel, sizeof(no_kernel), "%s", c->why + strlen("clock_gettime(): "));
-	if (tsc__discipline_start(c, root, disc == TSC_DISCIPLINE_HELPER)) {
+	if (tsc__discipline_start(c, root, disc == TSC_DISCIPLINE_HELPER, inherit)) {
 		snprintf(c->why, sizeof(c->why), "clock_gettime(): no disciplined clock: %.250s; and %.200s",
 			 tsc_last_error(), no_kernel);
 		tsc__clear_error();
@@ -183,6 +183,7 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 {
 	enum tsc_sysclock_discipline disc = TSC_DISCIPLINE_NONE;
 	enum tsc_sysclock_order order = TSC_ORDER_AUTO;
+	bool inherit = false;
 	const volatile struct tsc_timepage *p = &tsc__syscall_page;
 	struct tsc__order_cpu cpu;
 	const char *root = NULL;
@@ -218,6 +219,7 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 			return tsc__fail(-EINVAL, "discipline %d: not one of enum tsc_sysclock_discipline",
 					 (int)disc);
 		order = TSC__OPT(opts, struct tsc_sysclock_opts, order);
+		inherit = TSC__OPT(opts, struct tsc_sysclock_opts, helper_inherit);
 	}
 	tsc__order_cpu(&cpu);
 	err = tsc__order_pick(&cpu, order, &use_rdtscp);
@@ -233,13 +235,13 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 	c->path = TSC_SYSCLOCK_SYSCALL;
 	/* A disciplined clock follows clock_gettime(), the namespace's. */
 	if (in_time_namespace(c->why, sizeof(c->why))) {
-		without_kernel(c, root, disc);
+		without_kernel(c, root, disc, inherit);
 		return 0;
 	}
 	if (page_of(root, &p)) {
 		snprintf(c->why, sizeof(c->why), "clock_gettime(): %s", tsc_last_error());
 		tsc__clear_error();
-		without_kernel(c, root, disc);
+		without_kernel(c, root, disc, inherit);
 		return 0;
 	}
 	/* The page follows the kernel from now on, whatever it says now. */
@@ -255,7 +257,7 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 		snprintf(c->why, sizeof(c->why),
 			 "clock_gettime(): the kernel's clocks do not read the TSC (clocksource %s); reads take the page's fast path again when they do",
 			 cs[0] ? cs : "unknown");
-		without_kernel(c, root, disc);
+		without_kernel(c, root, disc, inherit);
 		if (c->path == TSC_SYSCLOCK_DISCIPLINED)
 			return 0;
 	}

@@ -155,6 +155,48 @@ int tsc__parse_cpulist_count(const char *buf, size_t len, unsigned int *count)
 	return 0;
 }
 
+/*
+ * A kernel CPU list ("0-3,5\n"; "\n" for none, as devices/system/cpu/isolated
+ * often is) into set.  CPUs from CPU_SETSIZE on: -ERANGE.
+ */
+int tsc__parse_cpulist(const char *buf, size_t len, cpu_set_t *set)
+{
+	size_t i = 0;
+
+	CPU_ZERO(set);
+	if (len && buf[len - 1] == '\n')
+		len--;
+	while (i < len) {
+		uint64_t lo, hi;
+		size_t start = i;
+
+		while (i < len && buf[i] >= '0' && buf[i] <= '9')
+			i++;
+		if (i == start || tsc__parse_u64(buf + start, i - start, &lo))
+			return tsc__fail(-EINVAL, "not a CPU list (byte %zu)", start);
+		hi = lo;
+		if (i < len && buf[i] == '-') {
+			start = ++i;
+			while (i < len && buf[i] >= '0' && buf[i] <= '9')
+				i++;
+			if (i == start || tsc__parse_u64(buf + start, i - start, &hi) || hi < lo)
+				return tsc__fail(-EINVAL, "not a CPU list (byte %zu)", start);
+		}
+		/* lo and hi are set: tsc__parse_u64() returned 0 (see above). */
+		/* NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult) */
+		if (hi >= CPU_SETSIZE)
+			return tsc__fail(-ERANGE, "CPU %llu: beyond %d", (unsigned long long)hi,
+					 CPU_SETSIZE);
+		for (uint64_t cpu = lo; cpu <= hi; cpu++)
+			CPU_SET((int)cpu, set);
+		if (i < len && (buf[i] != ',' || i + 1 == len))
+			return tsc__fail(-EINVAL, "not a CPU list (byte %zu)", i);
+		if (i < len)
+			i++;	/* a comma, with a number after it */
+	}
+	return 0;
+}
+
 /* A file of one number: read_value's errors, or the parser's with the path. */
 int tsc__read_u64(const char *root, const char *rel, uint64_t *v)
 {

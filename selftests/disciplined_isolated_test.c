@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A disciplined clock set up the way a low-latency program does it: from a
+ * SCHED_FIFO thread pinned to an isolated CPU, which then busy-polls
+ * there, never yielding.  The clock's helper must run elsewhere, under
+ * SCHED_OTHER, and go on syncing while the poller owns that CPU: a helper
+ * that inherited the caller's policy and CPU would never run again, and
+ * the clock would extrapolate its last correction unsynced.
+ *
+ * The guest boots with an isolated CPU (make vm-isolation-K); the clock
+ * is on a sysfs root without the module's page (bench/no_page_root.h), so
+ * that it is the disciplined one whether or not the module is loaded.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "internal.h"
+#include "../bench/no_page_root.h"
+
+/* How long the poller owns the CPU, and what the clock must keep to meanwhile. */
+#define SPIN_S		6
+#define MIN_SYNCS	3		/* of about one a second */
+#define BOUND_NS	2000000		/* clock_accuracy's bound through a slew */
+
+static struct tsc_sysclock clock_ __attribute__((aligned(64)));
+static atomic_int phase;		/* 1: initialised (or failed), 2: stop spinning */
+static int init_err, isolated_cpu;
+static char init_why[512];
+
+/* The caller: pinned to the isolated CPU, SCHED_FIFO, then polling. */
+static void *caller(void *arg)
+{
+	const char *root = arg;
+	TSC_SYSCLOCK_OPTS(o, .sysfs_root = root, .discipline = TSC_DISCIPLINE_HELPER);
+	struct sched_param sp = { .sched_priority = 50 };
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(isolated_cpu, &one);
+	init_err = pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+	if (!init_err)
+		init_err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+	if (!init_err) {
+		clock_.sz = sizeof(clock_);
+		init_err = -tsc_sysclock_init(&clock_, &o);
+		snprintf(init_why, sizeof(init_why), "%s", init_err ? tsc_last_error() : clock_.why);
+	}
+	atomic_store(&phase, 1);
+	while (atomic_load_explicit(&phase, memory_order_relaxed) != 2)
+		;
+	return NULL;
+}
+
+static int64_t ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+TEST(helper_syncs_while_the_caller_owns_an_isolated_cpu)
+{
+	char list[256] = "";
+	cpu_set_t isolated, housekeeping, helper_cpus;
+	const char *root;
+	pthread_t t, h;
+	struct sched_param sp;
+	int policy, syncs = 0;
+	int64_t worst = 0, end;
+	uint32_t last_seq;
+	const volatile struct tsc_timepage *last_page;
+	FILE *f = fopen("/sys/devices/system/cpu/isolated", "re");
+
+	ASSERT_NE(NULL, f);
+	if (!fgets(list, sizeof(list), f))
+		list[0] = '\0';
+	fclose(f);
+	ASSERT_EQ(0, tsc__parse_cpulist(list, strlen(list), &isolated));
+	if (!CPU_COUNT(&isolated))
+		SKIP(return, "no isolated CPU: boot with isolcpus= (make vm-isolation-K)");
+	ASSERT_EQ(0, tsc__housekeeping_cpus("/sys", &housekeeping));
+	for (isolated_cpu = 0; !CPU_ISSET(isolated_cpu, &isolated); isolated_cpu++)
+		;
+	/* This thread reads on a housekeeping CPU, as a monitor would. */
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(housekeeping), &housekeeping));
+	root = no_page_root();
+	ASSERT_NE(NULL, root);
+
+	ASSERT_EQ(0, pthread_create(&t, NULL, caller, (void *)root));
+	while (!atomic_load(&phase))
+		usleep(1000);
+	TH_LOG("init on cpu%d under SCHED_FIFO: %s", isolated_cpu, init_why);
+	if (init_err || clock_.path != TSC_SYSCLOCK_DISCIPLINED) {
+		atomic_store(&phase, 2);
+		pthread_join(t, NULL);
+		ASSERT_EQ(0, init_err);
+		if (strstr(init_why, "does not offer tsc"))
+			SKIP(return, "no disciplined clock where the kernel withdrew tsc");
+		ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, clock_.path);
+	}
+
+	ASSERT_EQ(0, tsc__discipline_helper(&clock_, &h));
+	ASSERT_EQ(0, pthread_getaffinity_np(h, sizeof(helper_cpus), &helper_cpus));
+	ASSERT_EQ(0, pthread_getschedparam(h, &policy, &sp));
+	EXPECT_EQ(SCHED_OTHER, policy);
+	EXPECT_FALSE(CPU_ISSET(isolated_cpu, &helper_cpus));
+	tsc__format_cpulist(&helper_cpus, list, sizeof(list));
+	TH_LOG("the helper: policy %d, CPUs %s", policy, list);
+
+	/* The caller polls; count the helper's publications meanwhile. */
+	last_page = clock_.page;
+	last_seq = last_page->seq;
+	end = ns(CLOCK_MONOTONIC) + SPIN_S * 1000000000LL;
+	while (ns(CLOCK_MONOTONIC) < end) {
+		int64_t a = ns(CLOCK_MONOTONIC), v = (int64_t)tsc_sysclock_monotonic(&clock_);
+		int64_t b = ns(CLOCK_MONOTONIC), e = v < a ? a - v : v > b ? v - b : 0;
+		const volatile struct tsc_timepage *p = clock_.page;
+
+		if (e > worst)
+			worst = e;
+		if (p != last_page || p->seq != last_seq) {
+			syncs++;
+			last_page = p;
+			last_seq = p->seq;
+		}
+		usleep(10000);
+	}
+	atomic_store(&phase, 2);
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	TH_LOG("%d s of a SCHED_FIFO poller on cpu%d: %d publications of the helper, worst error %lld ns (bound %d)",
+	       SPIN_S, isolated_cpu, syncs, (long long)worst, BOUND_NS);
+	EXPECT_LE(MIN_SYNCS, syncs);
+	EXPECT_GE(BOUND_NS, worst);
+	tsc_sysclock_fini(&clock_);
+}
+
+TEST_HARNESS_MAIN
