@@ -9,8 +9,9 @@
  *
  * CLOCK_MONOTONIC is the one disciplined: its rate is what the system's
  * MONOTONIC did against the TSC since the last sync (NTP's slewing
- * included), corrected by the error seen now spread over CONVERGE_S
- * seconds, at most MAX_SLEW.  Each sync starts a new segment where the
+ * included), corrected by the error seen now spread over the last
+ * interval between syncs (CONVERGE_S at least; tsc__discipline_corr()),
+ * at most MAX_SLEW.  Each sync starts a new segment where the
  * old one is at that moment: the clock is continuous and never goes back.
  * REALTIME and BOOTTIME differ from it by offsets the kernel changes only
  * in steps (settimeofday(), leap seconds; suspend), so the library takes
@@ -86,6 +87,7 @@ struct tsc__discipline {
 	double ns_per_tick;		/* the system's MONOTONIC, lately */
 	uint64_t max_width;		/* the widest sample used */
 	uint64_t last_t, last_mono;	/* the last sample */
+	uint64_t sync_mono;		/* MONOTONIC at the last sync */
 	pthread_mutex_t lock;		/* one sync at a time */
 	bool unusable;			/* the kernel withdrew tsc since */
 	char root[256];			/* sysfs, for the kernel's word on tsc */
@@ -268,12 +270,35 @@ static int withdraw(struct tsc__discipline *d)
 	return tsc__fail(-ENODEV, "the kernel no longer offers tsc as a clocksource: the clock reads clock_gettime() now");
 }
 
+/*
+ * The rate correction that slews err (ns, the clock minus the system's
+ * MONOTONIC) out over the coming interval: over the last interval between
+ * syncs, or CONVERGE_S if that was shorter (or unknown: 0), at most
+ * MAX_SLEW.  The correction stays in the segment's rate until the next
+ * sync, so over an interval P it removes err * P / horizon.  With a fixed
+ * horizon of a second, a caller syncing every P > 2 s removed more than
+ * the error, and the error grew at every sync (e' = (1 - P / 1 s) e: 3 s
+ * doubled it, 4 s tripled it up to the slew limit).  With the last
+ * interval as the horizon, a steady period of any length removes the
+ * error in one sync; an interval k times longer than the one before
+ * overshoots once, by k - 1 times the error (MAX_SLEW bounds it), and the
+ * next sync takes the longer horizon.
+ */
+double tsc__discipline_corr(int64_t err, uint64_t interval)
+{
+	double horizon = (double)interval > CONVERGE_S * 1e9 ? (double)interval : CONVERGE_S * 1e9;
+	double corr = -(double)err / horizon;
+
+	return corr > MAX_SLEW ? MAX_SLEW : corr < -MAX_SLEW ? -MAX_SLEW : corr;
+}
+
 static int sync_locked(struct tsc__discipline *d)
 {
 	/* An offset read twice moves by up to the two samples' widths. */
 	const long long offset_step = OFFSET_STEP_NS > 2 * (long long)d->max_width ?
 				      OFFSET_STEP_NS : 2 * (long long)d->max_width;
 	bool gap, suspended, stepped = false;
+	uint64_t interval;
 	double rate, corr;
 	struct sample s;
 	int64_t err;
@@ -312,6 +337,8 @@ static int sync_locked(struct tsc__discipline *d)
 		stepped = true;
 	}
 	err = (int64_t)(seg_at(&d->seg, s.t) - s.mono);
+	interval = gap ? 0 : s.mono - d->sync_mono;
+	d->sync_mono = s.mono;
 	if (err < -STEP_NS || (err > STEP_NS && suspended)) {
 		d->generation++;
 		new_segment(d, rate, true, s.t, s.mono);
@@ -319,8 +346,7 @@ static int sync_locked(struct tsc__discipline *d)
 	}
 	if (stepped)
 		d->generation++;
-	corr = -(double)err / (CONVERGE_S * 1e9);
-	corr = corr > MAX_SLEW ? MAX_SLEW : corr < -MAX_SLEW ? -MAX_SLEW : corr;
+	corr = tsc__discipline_corr(err, interval);
 	new_segment(d, rate * (1 + corr), false, 0, 0);
 	return 0;
 }
@@ -540,6 +566,7 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 	d->boot_d = s.boot_d;
 	d->last_t = s.t;
 	d->last_mono = s.mono;
+	d->sync_mono = s.mono;
 	new_segment(d, d->ns_per_tick, true, s.t, s.mono);
 	if (helper) {
 		err = start_helper(d, inherit, where, sizeof(where));

@@ -60,6 +60,11 @@ extern const struct tsc_timepage tsc__syscall_page;
 /* The disciplined system clock (discipline.c). */
 int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 			  bool inherit);
+/*
+ * The rate correction a sync applies for an error of err ns, the last
+ * interval between syncs having lasted interval ns (0: unknown).
+ */
+double tsc__discipline_corr(int64_t err, uint64_t interval);
 /* The helper thread of a disciplined clock: 0, or -ENOENT if it has none. */
 int tsc__discipline_helper(const struct tsc_sysclock *c, pthread_t *thread);
 int tsc__discipline_sync(struct tsc__discipline *d);

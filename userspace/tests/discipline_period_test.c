@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The disciplined clock's loop is stable however rarely it is synced.
+ *
+ * Simulated: a system clock at a rate the TSC does not know, samples of it
+ * with a microsecond of noise, and the sync's law (tsc__discipline_corr(),
+ * the rate measured over the last interval as discipline.c measures it),
+ * synced every 1, 2, 4, 8 and 16 s from 500 us off: from the third sync on
+ * the error at every sync, where it is largest, stays within a bound
+ * that the noise sets, whatever the period; each period's worst is
+ * printed.  And one interval eight times the others, which the law
+ * overshoots once, by seven times the error it had.
+ *
+ * For real: a clock started 500 ppm off, the caller syncing every 1, 2 and
+ * 4 s, against clock_gettime() just before each sync.
+ */
+#include <errno.h>
+#include <math.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_sysfs.h"
+#include "internal.h"
+
+#define NOISE_NS	1000.0
+#define SIM_BOUND_NS	10000.0		/* 10 us: ten times the noise */
+#define REAL_BOUND_NS	50000		/* 50 us on a machine's real clocks */
+
+/* A deterministic noise in [-NOISE_NS, NOISE_NS]. */
+static double noise(unsigned int *state)
+{
+	*state = *state * 1103515245u + 12345u;
+	return ((double)(*state >> 8 & 0xffff) / 32767.5 - 1.0) * NOISE_NS;
+}
+
+/*
+ * The loop over n syncs at the intervals period[k % np] (s): the largest
+ * error seen at a sync from sync 'from' on, in ns.  The system's clock
+ * runs 37 ppm fast of the TSC's nominal rate (NTP's correction, say).
+ */
+static double simulate(const double *period, int np, int n, int from)
+{
+	const double sys_rate = 1.0 + 37e-6;	/* system ns per TSC ns */
+	double t = 0, clock0 = 500000, clock_rate = 1.0;	/* the clock's segment */
+	double seg_t = 0, last_t = 0, last_sys = 0, worst = 0;
+	unsigned int state = 1;
+
+	for (int k = 0; k < n; k++) {
+		double p = period[k % np] * 1e9, sys, measured, err, rate;
+
+		t += p;
+		sys = t * sys_rate;
+		measured = sys + noise(&state);
+		err = clock0 + (t - seg_t) * clock_rate - measured;
+		if (k >= from && fabs(clock0 + (t - seg_t) * clock_rate - sys) > worst)
+			worst = fabs(clock0 + (t - seg_t) * clock_rate - sys);
+		/* The system's rate over the last interval, as sync_locked() takes it. */
+		rate = (measured - last_sys) / (t - last_t);
+		last_t = t;
+		last_sys = measured;
+		clock0 += (t - seg_t) * clock_rate;
+		seg_t = t;
+		clock_rate = rate * (1 + tsc__discipline_corr((int64_t)err, (uint64_t)p));
+	}
+	return worst;
+}
+
+TEST(stable_at_any_sync_period)
+{
+	static const double periods[] = { 1, 2, 4, 8, 16 };
+
+	for (size_t i = 0; i < sizeof(periods) / sizeof(periods[0]); i++) {
+		double worst = simulate(&periods[i], 1, 100, 2);
+
+		TH_LOG("simulated, synced every %2.0f s: worst error from the third sync on %.0f ns (bound %.0f)",
+		       periods[i], worst, SIM_BOUND_NS);
+		EXPECT_GE(SIM_BOUND_NS, worst);
+	}
+}
+
+/* Nine syncs a second apart, then one 8 s later: the overshoot is bounded. */
+TEST(one_long_interval_overshoots_once)
+{
+	static const double periods[] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 8 };
+	double worst = simulate(periods, 10, 100, 2);
+
+	TH_LOG("simulated, every tenth interval 8 s: worst error %.0f ns (bound %.0f)", worst,
+	       8 * SIM_BOUND_NS);
+	EXPECT_GE(8 * SIM_BOUND_NS, worst);
+}
+
+/* The law itself: the horizon, and the limit. */
+TEST(correction)
+{
+	EXPECT_EQ(-1e-5, tsc__discipline_corr(10000, 0));		/* 10 us over 1 s */
+	EXPECT_EQ(-1e-5, tsc__discipline_corr(10000, 500000000));	/* at least 1 s */
+	EXPECT_EQ(-2.5e-6, tsc__discipline_corr(10000, 4000000000ull));	/* over 4 s */
+	EXPECT_EQ(1e-3, tsc__discipline_corr(-100000000, 1000000000));	/* MAX_SLEW */
+	EXPECT_EQ(-1e-3, tsc__discipline_corr(100000000, 0));
+}
+
+static int64_t now(clockid_t id)
+{
+	return tsc__ns_now(id);
+}
+
+FIXTURE(real) {
+	int unused;
+};
+
+FIXTURE_SETUP(real)
+{
+}
+
+FIXTURE_TEARDOWN(real)
+{
+}
+
+/* 5 + 10 + 20 s of syncs: past the harness's default 30 s. */
+TEST_F_TIMEOUT(real, clock_every_1_2_4_s, 60)
+{
+	static const unsigned int periods[] = { 1, 2, 4 };
+	struct tsc_clock clk = { .sz = sizeof(clk) };
+	TSC_OPTS(co, .source = TSC_SOURCE_CALIBRATION, .calibrate_max_ms = 50);
+
+	ASSERT_EQ(0, tsc_clock_init(&clk, &co)) TH_LOG("%s", tsc_last_error());
+	for (size_t i = 0; i < sizeof(periods) / sizeof(periods[0]); i++) {
+		TSC_SYSCLOCK_OPTS(o, .discipline = TSC_DISCIPLINE_CALLER);
+		TSC_SYSCLOCK(c);
+		int64_t worst = 0;
+		char dir[64];
+
+		/* 500 ppm off: the first sync finds 500 us per second of error. */
+		fake_root(_metadata, dir, sizeof(dir), (uint64_t)(clk.freq.hz / 1e3 * (1 + 500e-6)));
+		o.sysfs_root = dir;
+		ASSERT_EQ(0, tsc_sysclock_init(&c, &o)) TH_LOG("%s", tsc_last_error());
+		remove_root(dir);
+		ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, c.path) TH_LOG("%s", c.why);
+		for (int k = 0; k < 5; k++) {
+			int64_t a, v, b, e;
+			int r;
+
+			sleep(periods[i]);
+			a = now(CLOCK_MONOTONIC);
+			v = (int64_t)tsc_sysclock_monotonic(&c);
+			b = now(CLOCK_MONOTONIC);
+			e = v < a ? a - v : v > b ? v - b : 0;
+			/* The first two syncs find the 500 ppm; from the third, the loop. */
+			if (k >= 2 && e > worst)
+				worst = e;
+			r = tsc_sysclock_sync(&c);
+			if (r == -EAGAIN) {	/* a sample too wide: once more */
+				usleep(1000);
+				r = tsc_sysclock_sync(&c);
+			}
+			ASSERT_EQ(0, r) TH_LOG("%s", tsc_last_error());
+		}
+		TH_LOG("for real, synced every %u s: worst error before a sync from the third on %lld ns (bound %d)",
+		       periods[i], (long long)worst, REAL_BOUND_NS);
+		EXPECT_GE(REAL_BOUND_NS, worst);
+		tsc_sysclock_fini(&c);
+	}
+}
+
+TEST_HARNESS_MAIN
