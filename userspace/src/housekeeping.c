@@ -46,21 +46,3 @@ int tsc__housekeeping_cpus(const char *root, cpu_set_t *set)
 		return tsc__fail(-ENODEV, "every online CPU is isolated or nohz_full");
 	return 0;
 }
-
-void tsc__format_cpulist(const cpu_set_t *set, char *out, size_t size)
-{
-	size_t n = 0;
-
-	out[0] = '\0';
-	for (int cpu = 0; cpu < CPU_SETSIZE && n < size; cpu++) {
-		int last = cpu;
-
-		if (!CPU_ISSET(cpu, set))
-			continue;
-		while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, set))
-			last++;
-		n += (size_t)snprintf(out + n, size - n, last == cpu ? "%s%d" : "%s%d-%d",
-				      n ? "," : "", cpu, last);
-		cpu = last;
-	}
-}

@@ -16,6 +16,7 @@
 
 #include "libtsc.h"
 
+#include "cpulist.h"
 #include "tsc_offset.h"
 
 /* The frequencies anything here accepts: 1 MHz to 20 GHz. */
@@ -115,10 +116,9 @@ int tsc__parse_cpulist(const char *buf, size_t len, cpu_set_t *set);
 
 /*
  * housekeeping.c: the online CPUs neither isolated nor nohz_full under
- * root; -ENODEV if none, or a file's error.  And a set as a CPU list.
+ * root; -ENODEV if none, or a file's error.
  */
 int tsc__housekeeping_cpus(const char *root, cpu_set_t *set);
-void tsc__format_cpulist(const cpu_set_t *set, char *out, size_t size);
 
 struct tsc__cpuid {
 	uint32_t eax, ebx, ecx, edx;

@@ -60,7 +60,7 @@ int cli_parse_cpus(const char *s, const cpu_set_t *allowed, cpu_set_t *set,
 			if (!CPU_ISSET(c, allowed)) {
 				char list[256];
 
-				cli_format_cpus(allowed, list, sizeof(list));
+				tsc__format_cpulist(allowed, list, sizeof(list));
 				snprintf(why, why_size,
 					 "cpu%ld is offline or not in this process's affinity mask (%s)",
 					 c, list);
@@ -99,32 +99,13 @@ int cli_pick_cpu(const char *tool, const char *arg, cpu_set_t *allowed, int *cpu
 	if (!CPU_ISSET(c, allowed)) {
 		char list[256];
 
-		cli_format_cpus(allowed, list, sizeof(list));
+		tsc__format_cpulist(allowed, list, sizeof(list));
 		fprintf(stderr, "%s: cpu%llu is offline or not in this process's affinity mask (%s)\n",
 			tool, (unsigned long long)c, list);
 		return -1;
 	}
 	*cpu = (int)c;
 	return 0;
-}
-
-void cli_format_cpus(const cpu_set_t *set, char *out, size_t size)
-{
-	size_t used = 0;
-
-	out[0] = '\0';
-	for (int c = 0; c < CPU_SETSIZE && used < size; c++) {
-		int end = c;
-
-		if (!CPU_ISSET(c, set))
-			continue;
-		while (end + 1 < CPU_SETSIZE && CPU_ISSET(end + 1, set))
-			end++;
-		used += (size_t)snprintf(out + used, size - used, "%s%d", used ? "," : "", c);
-		if (end > c && used < size)
-			used += (size_t)snprintf(out + used, size - used, "-%d", end);
-		c = end;
-	}
 }
 
 int cli_parse_seconds(const char *s, double min, double max, double *out)

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cpulist.h"
+
 #define EXIT_USAGE	2
 
 /*
@@ -26,9 +28,6 @@ int cli_parse_cpus(const char *s, const cpu_set_t *allowed, cpu_set_t *set,
  * a message on stderr, prefixed with the tool's name.
  */
 int cli_pick_cpu(const char *tool, const char *arg, cpu_set_t *allowed, int *cpu);
-
-/* "0-1,3": a set written as a list, for messages. */
-void cli_format_cpus(const cpu_set_t *set, char *out, size_t size);
 
 /* A decimal number of seconds (e.g. "10", "0.5") within [min, max]. */
 int cli_parse_seconds(const char *s, double min, double max, double *out);
