@@ -193,6 +193,9 @@ ktap_check "the kernel log says so once" test "$(said 'its side did not run')" =
 
 timed sh -c "echo 1 > $cpu/tsc/remeasure"
 echo "# remeasure: exit $st, $took ms"
+# What a measurement takes here besides waiting out cpu1: the other
+# pairs' turns, under emulation, which part 2's bound must allow as well.
+rest_ms=$((took > timeout_ms ? took - timeout_ms : 0))
 ktap_check "remeasure returns within the bound" test $st -eq 0 -a $took -le $bound_ms
 ktap_check "cpu1 is still not_started, and the log said it only once" \
 	test "$(reason) $(said 'its side did not run')" = "not_started 1"
@@ -335,8 +338,8 @@ part2() {
 	spinning_on 2 || echo "# the spinner did not move to cpu2"
 	wait $rpid
 	took=$(($(ms_now) - t0))
-	bound2=$((moved + long_ms + margin_ms))
-	echo "# remeasure, the spinner moving from cpu1 to cpu2 after $moved ms: $took ms (bound $bound2 ms)"
+	bound2=$((moved + long_ms + rest_ms + margin_ms))
+	echo "# remeasure, the spinner moving from cpu1 to cpu2 after $moved ms: $took ms (bound $bound2 ms: the move, timeout_ms $long_ms, the other pairs' $rest_ms, the margin)"
 	echo "# cpu1: $(cat $cpu/cpu1/tsc/status); cpu2: $(cat $cpu/cpu2/tsc/status), $(cat $cpu/cpu2/tsc/unmeasured_reason 2>&1)"
 	ktap_check "the measurement ends within the bound" test $took -le $bound2
 	ktap_check "cpu2 reads stalled, cpu1 measured" \
