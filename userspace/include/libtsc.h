@@ -28,16 +28,34 @@ extern "C" {
 /*
  * The macros that declare a struct (TSC_OPTS() and the others) set its sz,
  * which tells the library which version of the struct the caller has.
- * In C they take designated initialisers for the other fields.  C++ has
- * those only from C++20, and warns of each field they leave out: there
- * the macros take the name alone, value-initialise the rest, and the
- * fields are set by assignment after the declaration.
+ * In C they take designated initialisers for the other fields.  In C++,
+ * where those came only with C++20 and g++ warns of each field they leave
+ * out, the name alone gives a value-initialised struct with sz set (a
+ * constant initialiser from C++17 on), whose fields are then set by
+ * assignment; with fields, the macros expand as in C.
  */
 #ifdef __cplusplus
-#define TSC__CXX_DECLARE(type, name, ...)				\
-	type name = [] { type tsc__v = {}; tsc__v.sz = sizeof(type); return tsc__v; }(); \
-	static_assert(sizeof(#__VA_ARGS__) == 1,			\
-		      "in C++, set the fields of " #type " after its declaration")
+#if __cplusplus >= 201703L
+#define TSC__CXX_CONSTEXPR constexpr
+#else
+#define TSC__CXX_CONSTEXPR
+#endif
+#define TSC__CXX_BARE(type, name)					\
+	type name = []() TSC__CXX_CONSTEXPR {				\
+		type tsc__v = {};					\
+		tsc__v.sz = sizeof(type);				\
+		return tsc__v;						\
+	}()
+#define TSC__CXX_FIELDS(type, name, ...) type name = { .sz = sizeof(type), __VA_ARGS__ }
+/* The 17th argument: TSC__CXX_BARE for a name alone, TSC__CXX_FIELDS with fields. */
+#define TSC__CXX_PICK(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, \
+		      a16, which, ...) which
+#define TSC__CXX_DECLARE(type, ...)					\
+	TSC__CXX_PICK(__VA_ARGS__, TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, \
+		      TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, \
+		      TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, \
+		      TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, \
+		      TSC__CXX_BARE, )(type, __VA_ARGS__)
 #endif
 
 /* Where a frequency came from; tsc_freq_get() ranks them as tsc(7) says. */
@@ -102,7 +120,7 @@ struct tsc_opts {
 };
 
 #ifdef __cplusplus
-#define TSC_OPTS(...) TSC__CXX_DECLARE(struct tsc_opts, __VA_ARGS__, )
+#define TSC_OPTS(...) TSC__CXX_DECLARE(struct tsc_opts, __VA_ARGS__)
 #else
 #define TSC_OPTS(name, ...)						\
 	struct tsc_opts name = { .sz = sizeof(struct tsc_opts), __VA_ARGS__ }
@@ -159,7 +177,7 @@ struct tsc_clock {
 } __attribute__((aligned(64)));
 
 #ifdef __cplusplus
-#define TSC_CLOCK(name) TSC__CXX_DECLARE(struct tsc_clock, name, )
+#define TSC_CLOCK(name) TSC__CXX_BARE(struct tsc_clock, name)
 #else
 #define TSC_CLOCK(name) struct tsc_clock name = { .sz = sizeof(struct tsc_clock) }
 #endif
@@ -274,7 +292,7 @@ struct tsc_sysclock {
 } __attribute__((aligned(64)));
 
 #ifdef __cplusplus
-#define TSC_SYSCLOCK(name) TSC__CXX_DECLARE(struct tsc_sysclock, name, )
+#define TSC_SYSCLOCK(name) TSC__CXX_BARE(struct tsc_sysclock, name)
 #else
 #define TSC_SYSCLOCK(name)						\
 	struct tsc_sysclock name = { .sz = sizeof(struct tsc_sysclock) }
@@ -310,7 +328,7 @@ struct tsc_sysclock_opts {
 };
 
 #ifdef __cplusplus
-#define TSC_SYSCLOCK_OPTS(...) TSC__CXX_DECLARE(struct tsc_sysclock_opts, __VA_ARGS__, )
+#define TSC_SYSCLOCK_OPTS(...) TSC__CXX_DECLARE(struct tsc_sysclock_opts, __VA_ARGS__)
 #else
 #define TSC_SYSCLOCK_OPTS(name, ...)					\
 	struct tsc_sysclock_opts name = { .sz = sizeof(struct tsc_sysclock_opts), __VA_ARGS__ }
@@ -402,7 +420,7 @@ struct tsc_report_opts {
 };
 
 #ifdef __cplusplus
-#define TSC_REPORT_OPTS(...) TSC__CXX_DECLARE(struct tsc_report_opts, __VA_ARGS__, )
+#define TSC_REPORT_OPTS(...) TSC__CXX_DECLARE(struct tsc_report_opts, __VA_ARGS__)
 #else
 #define TSC_REPORT_OPTS(name, ...)					\
 	struct tsc_report_opts name = { .sz = sizeof(struct tsc_report_opts), __VA_ARGS__ }
@@ -568,8 +586,9 @@ static inline uint64_t tsc__rdtscp(void)
 
 static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int clock, int ordered)
 {
-	const volatile struct tsc_timepage *p = c->page;
-	const uint32_t use_rdtscp = c->use_rdtscp;
+	/* Relaxed atomic loads, plain moves on x86: init may rewrite both. */
+	const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_RELAXED);
+	const uint32_t use_rdtscp = __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED);
 	__extension__ unsigned __int128 x;
 	uint32_t seq;
 	uint64_t off;

@@ -9,8 +9,9 @@
  *
  * CLOCK_MONOTONIC is the one disciplined: its rate is what the system's
  * MONOTONIC did against the TSC since the last sync (NTP's slewing
- * included), corrected by the error seen now spread over the last
- * interval between syncs (CONVERGE_S at least; tsc__discipline_corr()),
+ * included), corrected by the error seen now spread over the longest of
+ * the last intervals between syncs (CONVERGE_S at least;
+ * tsc__discipline_corr()),
  * at most MAX_SLEW.  Each sync starts a new segment where the
  * old one is at that moment: the clock is continuous and never goes back.
  * REALTIME and BOOTTIME differ from it by offsets the kernel changes only
@@ -88,6 +89,7 @@ struct tsc__discipline {
 	uint64_t max_width;		/* the widest sample used */
 	uint64_t last_t, last_mono;	/* the last sample */
 	uint64_t sync_mono;		/* MONOTONIC at the last sync */
+	uint64_t intervals[TSC__DISCIPLINE_INTERVALS];	/* the last ones between syncs */
 	pthread_mutex_t lock;		/* one sync at a time */
 	bool unusable;			/* the kernel withdrew tsc since */
 	char root[256];			/* sysfs, for the kernel's word on tsc */
@@ -272,24 +274,39 @@ static int withdraw(struct tsc__discipline *d)
 
 /*
  * The rate correction that slews err (ns, the clock minus the system's
- * MONOTONIC) out over the coming interval: over the last interval between
- * syncs, or CONVERGE_S if that was shorter (or unknown: 0), at most
- * MAX_SLEW.  The correction stays in the segment's rate until the next
- * sync, so over an interval P it removes err * P / horizon.  With a fixed
- * horizon of a second, a caller syncing every P > 2 s removed more than
- * the error, and the error grew at every sync (e' = (1 - P / 1 s) e: 3 s
- * doubled it, 4 s tripled it up to the slew limit).  With the last
- * interval as the horizon, a steady period of any length removes the
- * error in one sync; an interval k times longer than the one before
- * overshoots once, by k - 1 times the error (MAX_SLEW bounds it), and the
- * next sync takes the longer horizon.
+ * MONOTONIC) out over the coming interval: over the longest of the last
+ * TSC__DISCIPLINE_INTERVALS intervals between syncs, or CONVERGE_S if
+ * they were shorter, at most MAX_SLEW.  The correction stays in the
+ * segment's rate until the next sync, so over an interval P it removes
+ * err * P / horizon.  With a fixed horizon of a second, a caller syncing
+ * every P > 2 s removed more than the error, and the error grew at every
+ * sync (e' = (1 - P / 1 s) e: 3 s doubled it, 4 s tripled it up to the
+ * slew limit).  With the last interval alone as the horizon, intervals
+ * alternating between a and b > 2.6 a grew it too.  With the longest of
+ * the last few, any pattern of intervals among them removes a share of
+ * the error at each sync; an interval k times longer than all of them
+ * overshoots once, by k - 1 times the error, and the syncs after it take
+ * that longer horizon until it leaves the window.
  */
-double tsc__discipline_corr(int64_t err, uint64_t interval)
+double tsc__discipline_corr(int64_t err, uint64_t horizon)
 {
-	double horizon = (double)interval > CONVERGE_S * 1e9 ? (double)interval : CONVERGE_S * 1e9;
-	double corr = -(double)err / horizon;
+	double h = (double)horizon > CONVERGE_S * 1e9 ? (double)horizon : CONVERGE_S * 1e9;
+	double corr = -(double)err / h;
 
 	return corr > MAX_SLEW ? MAX_SLEW : corr < -MAX_SLEW ? -MAX_SLEW : corr;
+}
+
+uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval)
+{
+	uint64_t longest = interval;
+
+	for (int i = TSC__DISCIPLINE_INTERVALS - 1; i > 0; i--) {
+		intervals[i] = intervals[i - 1];
+		if (intervals[i] > longest)
+			longest = intervals[i];
+	}
+	intervals[0] = interval;
+	return longest;
 }
 
 static int sync_locked(struct tsc__discipline *d)
@@ -346,7 +363,7 @@ static int sync_locked(struct tsc__discipline *d)
 	}
 	if (stepped)
 		d->generation++;
-	corr = tsc__discipline_corr(err, interval);
+	corr = tsc__discipline_corr(err, tsc__discipline_horizon(d->intervals, interval));
 	new_segment(d, rate * (1 + corr), false, 0, 0);
 	return 0;
 }
@@ -453,6 +470,11 @@ static int create_helper(struct tsc__discipline *d, pthread_attr_t *attr, bool p
 	    !pthread_attr_setaffinity_np(attr, sizeof(mine), &mine)) {
 		snprintf(where, size, "SCHED_OTHER on the caller's CPUs (the cpuset refuses the housekeeping ones)");
 		err = pthread_create(&d->thread, attr, helper, d);
+	}
+	if (err == EPERM) {
+		/* A seccomp filter, say, refusing the policy or the CPUs: none set. */
+		snprintf(where, size, "with the caller's scheduling and CPUs (setting them was refused: EPERM)");
+		err = pthread_create(&d->thread, NULL, helper, d);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return err ? tsc__fail(-err, "pthread_create: %s", strerror(err)) : 0;

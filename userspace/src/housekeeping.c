@@ -11,7 +11,11 @@
 
 #include "internal.h"
 
-/* A list absent (an older kernel, no NO_HZ_FULL) or empty: no CPU. */
+/*
+ * A list absent (an older kernel, no NO_HZ_FULL) or empty: no CPU.  So is
+ * "(null)", which nohz_full reads on kernels whose cpumasks are allocated
+ * (CPUMASK_OFFSTACK) when none was given at boot.
+ */
 static int read_list(const char *root, const char *rel, cpu_set_t *set, bool must)
 {
 	char path[4096], buf[4096];
@@ -23,6 +27,8 @@ static int read_list(const char *root, const char *rel, cpu_set_t *set, bool mus
 		tsc__clear_error();
 		return 0;
 	}
+	if (!err && !must && !strncmp(buf, "(null)", 6))
+		return 0;
 	if (!err && (err = tsc__parse_cpulist(buf, len, set)))
 		tsc__fail(err, "%s: %s", path, tsc_last_error());
 	return err;

@@ -62,10 +62,14 @@ extern const struct tsc_timepage tsc__syscall_page;
 int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 			  bool inherit);
 /*
- * The rate correction a sync applies for an error of err ns, the last
- * interval between syncs having lasted interval ns (0: unknown).
+ * The rate correction a sync applies for an error of err ns over a horizon
+ * of horizon ns (0: none known), and that horizon: the longest of the last
+ * TSC__DISCIPLINE_INTERVALS intervals between syncs, interval (ns, 0 for
+ * one not measured) pushed in first.
  */
-double tsc__discipline_corr(int64_t err, uint64_t interval);
+#define TSC__DISCIPLINE_INTERVALS	4
+double tsc__discipline_corr(int64_t err, uint64_t horizon);
+uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval);
 /* The helper thread of a disciplined clock: 0, or -ENOENT if it has none. */
 int tsc__discipline_helper(const struct tsc_sysclock *c, pthread_t *thread);
 int tsc__discipline_sync(struct tsc__discipline *d);

@@ -179,6 +179,14 @@ static void without_kernel(struct tsc_sysclock *c, const char *root,
 	snprintf(c->why + n, sizeof(c->why) - (size_t)n, "; not exact: %s", no_kernel);
 }
 
+/* An init that failed once the clock was torn down: it says so, and err. */
+static int failed(struct tsc_sysclock *c, int err)
+{
+	snprintf(c->why, sizeof(c->why), "clock_gettime(): tsc_sysclock_init() failed: %s",
+		 tsc_last_error());
+	return err;
+}
+
 int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *opts)
 {
 	enum tsc_sysclock_discipline disc = TSC_DISCIPLINE_NONE;
@@ -209,22 +217,23 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 		c->disc = NULL;
 	}
 	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
+	c->path = TSC_SYSCLOCK_SYSCALL;
 	if (opts) {
 		err = tsc__opts_check(opts, opts->sz, sizeof(*opts), "TSC_SYSCLOCK_OPTS");
 		if (err)
-			return err;
+			return failed(c, err);
 		root = TSC__OPT(opts, struct tsc_sysclock_opts, sysfs_root);
 		disc = TSC__OPT(opts, struct tsc_sysclock_opts, discipline);
 		if (disc < TSC_DISCIPLINE_NONE || disc > TSC_DISCIPLINE_CALLER)
-			return tsc__fail(-EINVAL, "discipline %d: not one of enum tsc_sysclock_discipline",
-					 (int)disc);
+			return failed(c, tsc__fail(-EINVAL, "discipline %d: not one of enum tsc_sysclock_discipline",
+						   (int)disc));
 		order = TSC__OPT(opts, struct tsc_sysclock_opts, order);
 		inherit = TSC__OPT(opts, struct tsc_sysclock_opts, helper_inherit);
 	}
 	tsc__order_cpu(&cpu);
 	err = tsc__order_pick(&cpu, order, &use_rdtscp);
 	if (err)
-		return err;
+		return failed(c, err);
 	root = tsc__sysfs_root(root);
 	sz = c->sz;
 	memset(&c->hot_reserved32, 0, (sz < sizeof(*c) ? sz : sizeof(*c)) -
@@ -336,7 +345,9 @@ uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
 		m.off = clock == TSC__SYSCLOCK_REALTIME ? p->real_off :
 			clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
 		last = p->cycle_last;
-		t = tsc_rdtsc_ordered();
+		/* Ordered as the fast path orders, whichever reader came here. */
+		t = __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED) ? tsc__rdtscp() :
+		    tsc_rdtsc_ordered();
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (p->seq == seq)
 			return tscfk_clock_ns(&m, last, t);

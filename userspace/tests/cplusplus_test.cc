@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * libtsc.h from C++17: every declaring macro and every inline function,
+ * libtsc.h from C++: every declaring macro and every inline function,
  * built with -Wall -Wextra -Werror -pedantic (the Makefile), then run
- * against the library.  In C++ the macros take the name alone; fields are
- * set after the declaration (libtsc.h).  With TSC_CXX_FIELD_IN_MACRO
- * defined, the file uses a field in a macro, which must not compile.
+ * against the library.  The macros take the name alone and the fields are
+ * set after the declaration; with TSC_CXX_FIELD_IN_MACRO defined, a macro
+ * also takes fields, as in C, which C++20 compiles (libtsc.h).
  */
 #include <cerrno>
 #include <cstdio>
@@ -46,7 +46,10 @@ int main()
 	uint64_t millihz;
 
 #ifdef TSC_CXX_FIELD_IN_MACRO
-	TSC_OPTS(bad, .calibrate_max_ms = 50);
+	TSC_OPTS(fields, .source = TSC_SOURCE_CALIBRATION, .calibrate_max_ms = 50);
+
+	if (fields.sz != sizeof(fields) || fields.calibrate_max_ms != 50)
+		return 1;
 #endif
 	std::printf("TAP version 13\n1..6\n");
 	o.source = TSC_SOURCE_CALIBRATION;

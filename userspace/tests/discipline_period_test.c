@@ -8,8 +8,9 @@
  * synced every 1, 2, 4, 8 and 16 s from 500 us off: from the third sync on
  * the error at every sync, where it is largest, stays within a bound
  * that the noise sets, whatever the period; each period's worst is
- * printed.  And one interval eight times the others, which the law
- * overshoots once, by seven times the error it had.
+ * printed.  Then uneven intervals: alternating 1 s and 3 s, 2 s and 8 s,
+ * drawn from 1 to 8 s, and one interval in ten eight times the others,
+ * which the law overshoots once, by seven times the error it had.
  *
  * For real: a clock started 500 ppm off, the caller syncing every 1, 2 and
  * 4 s, against clock_gettime() just before each sync.
@@ -24,6 +25,11 @@
 
 #define NOISE_NS	1000.0
 #define SIM_BOUND_NS	10000.0		/* 10 us: ten times the noise */
+/*
+ * Uneven intervals: the rate measured over a short interval carries the
+ * samples' noise over the longer one after it, up to eight times as long.
+ */
+#define UNEVEN_BOUND_NS	30000.0
 #define REAL_BOUND_NS	50000		/* 50 us on a machine's real clocks */
 
 /* A deterministic noise in [-NOISE_NS, NOISE_NS]. */
@@ -43,6 +49,7 @@ static double simulate(const double *period, int np, int n, int from)
 	const double sys_rate = 1.0 + 37e-6;	/* system ns per TSC ns */
 	double t = 0, clock0 = 500000, clock_rate = 1.0;	/* the clock's segment */
 	double seg_t = 0, last_t = 0, last_sys = 0, worst = 0;
+	uint64_t intervals[TSC__DISCIPLINE_INTERVALS] = { 0 };
 	unsigned int state = 1;
 
 	for (int k = 0; k < n; k++) {
@@ -60,7 +67,8 @@ static double simulate(const double *period, int np, int n, int from)
 		last_sys = measured;
 		clock0 += (t - seg_t) * clock_rate;
 		seg_t = t;
-		clock_rate = rate * (1 + tsc__discipline_corr((int64_t)err, (uint64_t)p));
+		clock_rate = rate * (1 + tsc__discipline_corr((int64_t)err,
+				tsc__discipline_horizon(intervals, (uint64_t)p)));
 	}
 	return worst;
 }
@@ -78,6 +86,32 @@ TEST(stable_at_any_sync_period)
 	}
 }
 
+/*
+ * Intervals that alternate or vary: once the horizon has seen a few of
+ * them (from the eighth sync), the error stays within the noise's bound.
+ * Before, the first error is slewed over the first interval, and a longer
+ * one after it overshoots.
+ */
+TEST(stable_at_uneven_intervals)
+{
+	static const double alternating[][2] = { { 1, 3 }, { 2, 8 } };
+	double drawn[16], worst;
+	unsigned int state = 7;
+
+	for (size_t i = 0; i < 2; i++) {
+		worst = simulate(alternating[i], 2, 100, 8);
+		TH_LOG("simulated, alternating %.0f s and %.0f s: worst error %.0f ns (bound %.0f)",
+		       alternating[i][0], alternating[i][1], worst, UNEVEN_BOUND_NS);
+		EXPECT_GE(UNEVEN_BOUND_NS, worst);
+	}
+	for (size_t i = 0; i < 16; i++)
+		drawn[i] = 1 + (noise(&state) / NOISE_NS + 1) * 3.5;	/* 1 to 8 s */
+	worst = simulate(drawn, 16, 160, 8);
+	TH_LOG("simulated, intervals drawn from 1 to 8 s: worst error %.0f ns (bound %.0f)", worst,
+	       UNEVEN_BOUND_NS);
+	EXPECT_GE(UNEVEN_BOUND_NS, worst);
+}
+
 /* Nine syncs a second apart, then one 8 s later: the overshoot is bounded. */
 TEST(one_long_interval_overshoots_once)
 {
@@ -87,6 +121,19 @@ TEST(one_long_interval_overshoots_once)
 	TH_LOG("simulated, every tenth interval 8 s: worst error %.0f ns (bound %.0f)", worst,
 	       8 * SIM_BOUND_NS);
 	EXPECT_GE(8 * SIM_BOUND_NS, worst);
+}
+
+/* The horizon: the longest of the last four intervals. */
+TEST(horizon)
+{
+	uint64_t iv[TSC__DISCIPLINE_INTERVALS] = { 0 };
+
+	EXPECT_EQ(1u, tsc__discipline_horizon(iv, 1));
+	EXPECT_EQ(8u, tsc__discipline_horizon(iv, 8));
+	EXPECT_EQ(8u, tsc__discipline_horizon(iv, 1));
+	EXPECT_EQ(8u, tsc__discipline_horizon(iv, 1));
+	EXPECT_EQ(8u, tsc__discipline_horizon(iv, 1));
+	EXPECT_EQ(1u, tsc__discipline_horizon(iv, 1));	/* out of the window */
 }
 
 /* The law itself: the horizon, and the limit. */

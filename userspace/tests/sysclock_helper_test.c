@@ -145,6 +145,20 @@ TEST_F(helper, stays_off_nohz_full)
 	tsc_sysclock_fini(&s.c);
 }
 
+/* nohz_full reading "(null)" (CPUMASK_OFFSTACK, none at boot): none, not a failure. */
+TEST_F(helper, nohz_full_null_is_none)
+{
+	struct start s = { .dir = self->dir, .cpu = self->last, .policy = SCHED_OTHER };
+
+	put(_metadata, self->dir, "isolated", self->last_only);
+	put(_metadata, self->dir, "nohz_full", "(null)\n");
+	run(_metadata, &s);
+	EXPECT_FALSE(CPU_ISSET(self->last, &s.cpus));
+	EXPECT_TRUE(CPU_ISSET(self->first, &s.cpus));
+	EXPECT_NE(NULL, strstr(s.c.why, "SCHED_OTHER on housekeeping CPUs"));
+	tsc_sysclock_fini(&s.c);
+}
+
 /* Asked to inherit: the caller's one CPU and its policy. */
 TEST_F(helper, inherits_when_asked)
 {

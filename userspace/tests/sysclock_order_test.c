@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 #include "kselftest_harness.h"
@@ -26,6 +27,10 @@
 static struct tsc_timepage page __attribute__((aligned(64)));
 
 enum reader { ORDERED, UNORDERED, GETTIME };
+
+/* Whether the TSCs are in step, asked once for all the tests. */
+static bool in_step_asked, in_step;
+static char verdict[512];
 
 struct relay {
 	_Alignas(64) atomic_ulong turn;	/* hand-offs done; whose turn by parity */
@@ -138,6 +143,26 @@ FIXTURE_SETUP(order)
 			self->r.cpu[n++] = cpu;
 	if (n < 2)
 		SKIP(return, "one CPU to run on: nothing to hand a reading across");
+	/*
+	 * Readings compared across CPUs mean something only where their TSCs
+	 * are in step: asked once (tsc_report_get(), the module's offsets or
+	 * the library's own measurement).
+	 */
+	if (!in_step_asked) {
+		TSC_REPORT_OPTS(ro, .max_ms = 500);
+		struct tsc_report rep;
+
+		in_step_asked = true;
+		if (tsc_report_get(&rep, &ro) == 0) {
+			in_step = rep.trustworthy;
+			snprintf(verdict, sizeof(verdict), "%s", rep.verdict);
+			tsc_report_free(&rep);
+		} else {
+			snprintf(verdict, sizeof(verdict), "no report: %s", tsc_last_error());
+		}
+	}
+	if (!in_step)
+		SKIP(return, "these CPUs' TSCs are not known to be in step: %s", verdict);
 	self->clk.sz = sizeof(self->clk);
 	ASSERT_EQ(0, tsc_clock_init(&self->clk, &o));
 	page = (struct tsc_timepage){ .version = 1, .flags = TSC_TIMEPAGE_TSC, .seq = 2,
@@ -230,6 +255,23 @@ TEST(pick)
 	ASSERT_EQ(0, tsc__order_pick(&intel, TSC_ORDER_AUTO, &v));
 	EXPECT_TRUE(v == 0 || v == 1);
 	EXPECT_EQ(-EINVAL, tsc__order_pick(&intel, (enum tsc_sysclock_order)3, &v));
+}
+
+/* An order that is none: refused, and the clock says it reads clock_gettime(). */
+TEST(bad_order_is_refused_and_said)
+{
+	TSC_SYSCLOCK_OPTS(o, .order = (enum tsc_sysclock_order)3);
+	TSC_SYSCLOCK(c);
+	uint64_t a, m;
+
+	ASSERT_EQ(-EINVAL, tsc_sysclock_init(&c, &o));
+	EXPECT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
+	EXPECT_EQ(0, strncmp(c.why, "clock_gettime(): tsc_sysclock_init() failed: order 3", 52))
+		TH_LOG("%s", c.why);
+	a = gettime_ns();
+	m = tsc_sysclock_monotonic(&c);
+	EXPECT_LE(a, m);
+	EXPECT_LE(m, gettime_ns());
 }
 
 /* A clock nobody initialised, zeroed: clock_gettime()'s time, not a crash. */
