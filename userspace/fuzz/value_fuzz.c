@@ -49,9 +49,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	{
 		/* A list the set takes, formatted back, reads as the same set. */
 		cpu_set_t set, again;
-		char list[8192];
 
 		if (!tsc__parse_cpulist(buf, size, &set)) {
+			char list[8192];
+
 			tsc__format_cpulist(&set, list, sizeof(list));
 			if (tsc__parse_cpulist(list, strlen(list), &again) || !CPU_EQUAL(&set, &again))
 				abort();

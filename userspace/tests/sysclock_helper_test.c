@@ -62,14 +62,14 @@ FIXTURE_TEARDOWN(helper)
 }
 
 struct start {
+	struct tsc_sysclock c;
 	const char *dir;
-	bool inherit;
+	cpu_set_t cpus;		/* the helper's */
 	int cpu;
 	int policy;		/* asked of the initialising thread */
-	struct tsc_sysclock c;
 	int err;
-	cpu_set_t cpus;		/* the helper's */
 	int helper_policy;
+	bool inherit;
 };
 
 /* On its own thread: pinned to s->cpu, SCHED_FIFO if asked, init the clock. */
