@@ -45,7 +45,8 @@ static __u64 mul_u64_u64_div_u64(__u64 a, __u64 mul, __u64 div)
 static_assert(offsetof(struct tscfk_clock_page, seq) == 4, "seq moved");
 static_assert(offsetof(struct tscfk_clock_page, boot_off) == 56, "line 1 is full");
 static_assert(offsetof(struct tscfk_clock_page, raw) == 64, "raw moved");
-static_assert(sizeof(struct tscfk_clock_page) == 128, "the layout changed");
+static_assert(offsetof(struct tscfk_clock_page, max_cycles) == 128, "max_cycles moved");
+static_assert(sizeof(struct tscfk_clock_page) == 136, "the layout changed");
 
 /*
  * The mapping of one clock whose kernel state is sec s + nsec 2^-shift ns
@@ -105,6 +106,7 @@ int tscfk_clock_page_fill(struct tscfk_clock_page *p,
 	p->ntp_tick = s->ntp_tick;
 	p->kernel_mult = s->mult;
 	p->kernel_shift = s->shift;
+	p->max_cycles = s->max_cycles;
 	return 0;
 }
 

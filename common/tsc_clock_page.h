@@ -37,7 +37,8 @@
 
 #include <linux/types.h>
 
-#define TSCFK_CLOCK_PAGE_VERSION 1
+/* 2: max_cycles appended. */
+#define TSCFK_CLOCK_PAGE_VERSION 2
 
 /* flags */
 #define TSCFK_CLOCK_TSC		0x1	/* the clocks read the TSC now */
@@ -78,6 +79,17 @@ struct tscfk_clock_page {
 	/* The kernel's own numbers, for checking: off_X follow from them. */
 	__u32 kernel_mult;
 	__u32 kernel_shift;
+
+	/* Third line, from version 2. */
+	/*
+	 * Readings more than this many ticks past cycle_last are not to be
+	 * extrapolated: the clocksource's max_cycles, past which the
+	 * kernel's own 64-bit product may overflow, and which its vDSO
+	 * (from 6.12) does not read past either.  A timekeeper that keeps
+	 * time updates the page long before; one that did not (a vCPU
+	 * stopped for minutes, a TSC that jumped) has a stale page.
+	 */
+	__u64 max_cycles;
 };
 
 /* The kernel's state at an update, as far as the page depends on it. */
@@ -95,6 +107,7 @@ struct tscfk_clock_state {
 	__u64 raw_nsec;		/* in 2^-shift ns */
 	__u64 cycle_interval;
 	__u64 ntp_tick;
+	__u64 max_cycles;
 };
 
 /*

@@ -98,6 +98,7 @@ static void state_of(struct tscfk_clock_state *s, const struct timekeeper *tk)
 	s->raw_nsec = tk->tkr_raw.xtime_nsec;
 	s->cycle_interval = tk->cycle_interval;
 	s->ntp_tick = tk->ntp_tick;
+	s->max_cycles = tk->tkr_mono.clock->max_cycles;
 }
 
 /*

@@ -256,6 +256,20 @@ TEST_F(module, the_kernels_clocks)
 	TH_LOG("timekeeper %llu mHz, tsc_khz %llu", (unsigned long long)millihz,
 	       (unsigned long long)khz);
 	EXPECT_GE(2e-6, fabs((double)millihz / ((double)khz * 1e6) - 1));
+	/*
+	 * max_cycles (layout 2) is the clocksource's: what its mult, and the
+	 * 11 % the kernel allows it to be adjusted by, keep within 64 bits
+	 * (clocks_calc_max_nsecs()), at mult as registered, which NTP has
+	 * moved by well under 1 % since.  Minutes of the TSC, not a value of
+	 * our own.
+	 */
+	{
+		double fit = 18446744073709551615.0 / (p->kernel_mult * 1.11);
+
+		TH_LOG("max_cycles %llu, %.0f s of the TSC; 2^64 / (mult + 11 %%) %.0f",
+		       (unsigned long long)p->max_cycles, p->max_cycles / (khz * 1e3), fit);
+		EXPECT_GE(0.01, fabs(p->max_cycles / fit - 1));
+	}
 	munmap((void *)p, PAGE);
 }
 

@@ -281,7 +281,17 @@ struct tsc_sysclock {
 	 */
 	uint32_t use_rdtscp;
 	uint32_t hot_reserved32;	/* zero */
-	uint64_t hot_reserved[6];	/* zero */
+	/*
+	 * How many TSC ticks past the page's cycle_last a reading may be
+	 * (1.2): past it the page is stale, and the reading is
+	 * clock_gettime()'s.  The kernel's page: its clocksource's
+	 * max_cycles, as the vDSO bounds itself; the library's disciplined
+	 * one: three sync periods.  Below 2^63, so that a reading before
+	 * cycle_last, whose difference wraps, is past it too.
+	 * tsc_sysclock_init() sets it.
+	 */
+	uint64_t max_delta;
+	uint64_t hot_reserved[5];	/* zero */
 
 	/* What the library keeps. */
 	size_t sz;		/* sizeof(struct tsc_sysclock), set by TSC_SYSCLOCK */
@@ -360,9 +370,14 @@ int tsc_sysclock_sync(struct tsc_sysclock *c);
 void tsc_sysclock_fini(struct tsc_sysclock *c);
 
 /*
- * The readers' way out of their fast path, when the page's seq is odd or
- * its ticks last a ns or more: not for calling directly.
+ * The readers' way out of their fast path, when the page's seq is odd,
+ * its ticks last a ns or more, or a reading is not within max_delta of
+ * its cycle_last: not for calling directly.  _bounded (1.2) is the one
+ * this header's readers call, so that a program built with it needs a
+ * library that sets max_delta; tsc__sysclock_slow, the same, stays for
+ * programs built with 1.1's.
  */
+uint64_t tsc__sysclock_slow_bounded(const struct tsc_sysclock *c, int clock);
 uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock);
 
 /* ---- Can TSC readings be compared across CPUs? ---- */
@@ -568,7 +583,7 @@ static inline uint64_t tsc__rdtscp(void)
  * arithmetic; the sequence count is checked again after it.  No page (a
  * clock never initialised), seq odd (a write under way, or a page not to
  * be used) and a TSC under 1 GHz leave the fast path for
- * tsc__sysclock_slow().  On x86 loads are not reordered with loads: a
+ * tsc__sysclock_slow_bounded().  On x86 loads are not reordered with loads: a
  * compiler barrier is the acquire the reads need.
  *
  * The ordered readers read the TSC only once every earlier load has
@@ -578,7 +593,9 @@ static inline uint64_t tsc__rdtscp(void)
  * time before the one seen: the unordered readers are for stamps compared
  * within one thread.  A reading before the page's cycle_last (this CPU's
  * TSC a little behind the one the kernel last read) counts as cycle_last,
- * as the kernel counts it.
+ * as the kernel counts it; one more than max_delta past it is not
+ * extrapolated (a page nobody updates: a helper starved or gone with a
+ * fork, a vCPU stopped for minutes) but clock_gettime()'s.
  */
 #define TSC__SYSCLOCK_REALTIME	0
 #define TSC__SYSCLOCK_MONOTONIC	1
@@ -589,19 +606,20 @@ static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int cloc
 	/* Relaxed atomic loads, plain moves on x86: init may rewrite both. */
 	const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_RELAXED);
 	const uint32_t use_rdtscp = __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED);
+	const uint64_t max_delta = __atomic_load_n(&c->max_delta, __ATOMIC_RELAXED);
 	__extension__ unsigned __int128 x;
 	uint32_t seq;
 	uint64_t off;
 
 	if (__builtin_expect(!p, 0))
-		return tsc__sysclock_slow(c, clock);
+		return tsc__sysclock_slow_bounded(c, clock);
 	do {
 		uint64_t t, last;
 
 		seq = p->seq;
 		__asm__ __volatile__("" : : : "memory");
 		if (__builtin_expect((seq & 1) | p->mult_ns, 0))
-			return tsc__sysclock_slow(c, clock);
+			return tsc__sysclock_slow_bounded(c, clock);
 		off = clock == TSC__SYSCLOCK_REALTIME ? p->real_off :
 		      clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
 		last = p->cycle_last;
@@ -611,9 +629,14 @@ static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int cloc
 			t = tsc__rdtscp();
 		else
 			t = tsc_rdtsc_ordered();
-		/* A compare and a branch never taken: cheaper than a cmov here. */
-		if (__builtin_expect(t < last, 0))
-			t = last;
+		/*
+		 * One unsigned compare, as the vDSO's: a reading before
+		 * cycle_last (which wraps) or too far past it leaves the fast
+		 * path, and the slow one counts the first as cycle_last and
+		 * gives the second clock_gettime().
+		 */
+		if (__builtin_expect(t - last > max_delta, 0))
+			return tsc__sysclock_slow_bounded(c, clock);
 		x = t;
 		x = x * p->mult + p->frac;
 		__asm__ __volatile__("" : : : "memory");

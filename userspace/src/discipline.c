@@ -28,6 +28,14 @@
  * hold one (as the module's mappings are never unmapped).  fini and a
  * new init stop the helper first, then retire the block, both pages odd.
  *
+ * A page is read for three sync periods past its segment's start at most
+ * (tsc__discipline_max_delta()): a helper starved, a caller that stopped
+ * syncing, a fork's child (which has no helper, and whose clocks the
+ * fork handler sends to clock_gettime() at once) and a suspend longer
+ * than that, all leave a page that nobody moves on, and extrapolating it
+ * would add an error that grows with time.  Past the bound the readers
+ * read clock_gettime(), within the clock's error of where it was.
+ *
  * The readers are given one of two pages and the writer fills the other,
  * then swaps: the page a reader holds is never odd while it is current
  * (a writer preempted half-way would otherwise send every reader to
@@ -76,9 +84,14 @@ struct segment {
 	uint32_t mult, shift;
 };
 
+/* A readers' page, on cache lines of its own. */
+struct reader_page {
+	struct tscfk_clock_page p;
+} __attribute__((aligned(64)));
+
 struct tsc__discipline {
-	/* The readers' pages, alternately; each 128 bytes, 64-aligned. */
-	struct tscfk_clock_page pages[2];
+	/* The readers' pages, alternately. */
+	struct reader_page pages[2];
 	struct tsc_sysclock *clock;
 	unsigned int cur;		/* the page the readers are given */
 	uint32_t generation;
@@ -98,12 +111,15 @@ struct tsc__discipline {
 	pid_t pid;
 	pthread_t thread;
 	int stop_fd, set_fd;
-	struct tsc__discipline *next_retired;
+	struct tsc__discipline *next;	/* on the live list, or the retired */
 };
 
-/* Blocks of finished clocks: readers may still hold their pages. */
-static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tsc__discipline *retired;
+/*
+ * Blocks of clocks in use, and of finished clocks, whose pages readers
+ * may still hold: neither is ever freed.
+ */
+static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tsc__discipline *live, *retired;
 
 /* One reading of the system's clocks, bracketed by the TSC. */
 struct sample {
@@ -169,7 +185,7 @@ static uint64_t seg_at(const struct segment *g, uint64_t t)
 /* Fill the page the readers are not given (odd meanwhile). */
 static void fill(struct tsc__discipline *d)
 {
-	struct tscfk_clock_page *p = &d->pages[!d->cur];
+	struct tscfk_clock_page *p = &d->pages[!d->cur].p;
 	const struct segment *g = &d->seg;
 	uint64_t real0 = g->v0 + (uint64_t)d->real_d;
 	struct tscfk_clock_state s = {
@@ -193,6 +209,7 @@ static void fill(struct tsc__discipline *d)
 	p->version = TSCFK_CLOCK_PAGE_VERSION;
 	p->flags = TSCFK_CLOCK_TSC;
 	p->generation = d->generation;
+	p->max_cycles = tsc__discipline_max_delta(d->intervals, ldexp(g->mult, -(int)g->shift));
 	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELEASE);
 }
 
@@ -206,8 +223,10 @@ static uint64_t tsc_after_stores(void)
 /* Give the readers the filled page; leave the old one odd.  The TSC after. */
 static uint64_t swap(struct tsc__discipline *d)
 {
-	struct tscfk_clock_page *p = &d->pages[!d->cur], *old = &d->pages[d->cur];
+	struct tscfk_clock_page *p = &d->pages[!d->cur].p, *old = &d->pages[d->cur].p;
 
+	/* The bound first: the page's release store publishes it too. */
+	__atomic_store_n(&d->clock->max_delta, p->max_cycles, __ATOMIC_RELAXED);
 	__atomic_store_n(&d->clock->page, (const volatile struct tsc_timepage *)p,
 			 __ATOMIC_RELEASE);
 	d->cur = !d->cur;
@@ -294,6 +313,18 @@ double tsc__discipline_corr(int64_t err, uint64_t horizon)
 	double corr = -(double)err / h;
 
 	return corr > MAX_SLEW ? MAX_SLEW : corr < -MAX_SLEW ? -MAX_SLEW : corr;
+}
+
+uint64_t tsc__discipline_max_delta(const uint64_t *intervals, double ns_per_tick)
+{
+	double period = CONVERGE_S * 1e9;
+
+	for (int i = 0; i < TSC__DISCIPLINE_INTERVALS; i++)
+		if ((double)intervals[i] > period)
+			period = (double)intervals[i];
+	period = 3 * period / ns_per_tick;
+	/* Below 2^63: a reading before t0, which wraps, is past it too. */
+	return period < 0x1p62 ? (uint64_t)period : 1ull << 62;
 }
 
 uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval)
@@ -530,16 +561,52 @@ static void retire(struct tsc__discipline *d)
 		pthread_mutex_lock(&d->lock);
 	d->unusable = true;
 	if (__atomic_load_n(&d->clock->page, __ATOMIC_ACQUIRE) ==
-	    (const volatile struct tsc_timepage *)&d->pages[d->cur])
+	    (const volatile struct tsc_timepage *)&d->pages[d->cur].p)
 		__atomic_store_n(&d->clock->page, &tsc__syscall_page, __ATOMIC_RELEASE);
 	for (int i = 0; i < 2; i++)
-		__atomic_store_n(&d->pages[i].seq, d->pages[i].seq | 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&d->pages[i].p.seq, d->pages[i].p.seq | 1, __ATOMIC_RELEASE);
 	if (ours)
 		pthread_mutex_unlock(&d->lock);
-	pthread_mutex_lock(&retired_lock);
-	d->next_retired = retired;
+	pthread_mutex_lock(&blocks_lock);
+	for (struct tsc__discipline **l = &live; *l; l = &(*l)->next) {
+		if (*l == d) {
+			*l = d->next;
+			break;
+		}
+	}
+	d->next = retired;
 	retired = d;
-	pthread_mutex_unlock(&retired_lock);
+	pthread_mutex_unlock(&blocks_lock);
+}
+
+void tsc__discipline_fork_lock(void)
+{
+	pthread_mutex_lock(&blocks_lock);
+}
+
+void tsc__discipline_fork_unlock(void)
+{
+	pthread_mutex_unlock(&blocks_lock);
+}
+
+/*
+ * In a fork's child, the only thread: every live clock's pages lose TSC
+ * and stay odd, so that its readers take clock_gettime() (page_begin()
+ * waits only for a page that says TSC), until it is initialised again.
+ * Written plainly: nothing else runs here, and no lock is taken that the
+ * parent's helper may have held.
+ */
+void tsc__discipline_forked(void)
+{
+	for (struct tsc__discipline *d = live; d; d = d->next) {
+		d->unusable = true;
+		for (int i = 0; i < 2; i++) {
+			d->pages[i].p.flags = 0;
+			__atomic_store_n(&d->pages[i].p.seq, d->pages[i].p.seq | 1,
+					 __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&blocks_lock);
 }
 
 int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper, bool inherit)
@@ -568,7 +635,7 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 	snprintf(d->root, sizeof(d->root), "%s", root);
 	pthread_mutex_init(&d->lock, NULL);
 	/* Both pages odd until written: a stale pointer never reads zeros. */
-	d->pages[0].seq = d->pages[1].seq = 1;
+	d->pages[0].p.seq = d->pages[1].p.seq = 1;
 	d->ns_per_tick = 1e9 / f.hz;
 	/* The narrowest of many: how close the system's clocks can be read here. */
 	take_sample(&s, d->ns_per_tick);
@@ -596,6 +663,10 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 			goto fail;
 	}
 	c->disc = d;
+	pthread_mutex_lock(&blocks_lock);
+	d->next = live;
+	live = d;
+	pthread_mutex_unlock(&blocks_lock);
 	snprintf(c->why, sizeof(c->why),
 		 "disciplined: the library's own mapping from the TSC (%.6f MHz from %s), slewed onto clock_gettime() %s%s",
 		 f.hz / 1e6, tsc_source_name(f.source),

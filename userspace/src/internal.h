@@ -58,6 +58,14 @@ int tsc__order_pick(const struct tsc__order_cpu *cpu, enum tsc_sysclock_order wa
 
 /* sysclock.c: the page of a clock that reads clock_gettime(). */
 extern const struct tsc_timepage tsc__syscall_page;
+/*
+ * How far past cycle_last a kernel's page may be read: its max_cycles
+ * (layout 2), or for a layout-1 page the bound the kernel derives from
+ * its mult the same way; at most INT64_MAX, so that a reading before
+ * cycle_last, whose difference wraps, is past it too.
+ */
+struct tscfk_clock_page;
+uint64_t tsc__page_max_delta(const volatile struct tscfk_clock_page *p);
 /* The disciplined system clock (discipline.c). */
 int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 			  bool inherit);
@@ -74,6 +82,22 @@ uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval);
 int tsc__discipline_helper(const struct tsc_sysclock *c, pthread_t *thread);
 int tsc__discipline_sync(struct tsc__discipline *d);
 void tsc__discipline_stop(struct tsc__discipline *d);
+/*
+ * How many ticks past cycle_last the disciplined page is read: three sync
+ * periods, the longest of intervals (ns; CONVERGE_S at least) taken as
+ * the period, at ns_per_tick.
+ */
+uint64_t tsc__discipline_max_delta(const uint64_t *intervals, double ns_per_tick);
+/*
+ * Around fork() (sysclock.c's pthread_atfork handlers): the lock of the
+ * list of disciplined clocks taken before, released after in the parent;
+ * in the child, tsc__discipline_forked() sends every disciplined clock to
+ * clock_gettime(), as it has no helper and may not sync
+ * (tsc__discipline_sync() refuses), and releases the lock.
+ */
+void tsc__discipline_fork_lock(void);
+void tsc__discipline_fork_unlock(void);
+void tsc__discipline_forked(void);
 
 /*
  * The most one account in a frequency's detail takes, its NUL included:

@@ -11,6 +11,13 @@
  * The page holds the clocks of the initial time namespace.  In a time
  * namespace whose offsets are not zero, clock_gettime() adds them (the
  * vDSO has a page of its own for that); the library takes that path then.
+ * Which namespace a process is in, it learns by evidence: a page reading
+ * of MONOTONIC and BOOTTIME must lie between two clock_gettime() calls,
+ * at init and again in the child of every fork() (pthread_atfork), since
+ * a parent's unshare(CLONE_NEWTIME) moves its children, not itself, and
+ * /proc/self/timens_offsets shows the children's namespace.  A child
+ * whose clocks the page does not tell has the page replaced, at the same
+ * address, by one that sends every reader to clock_gettime().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -124,33 +131,205 @@ out:
 }
 
 /*
- * The time namespace's offsets of CLOCK_MONOTONIC and CLOCK_BOOTTIME
- * (which CLOCK_REALTIME has none of): 0 if none, 1 and the reason if
- * there are.  No file (a kernel before 5.6, or no /proc): none.
+ * The offsets of CLOCK_MONOTONIC and CLOCK_BOOTTIME (which CLOCK_REALTIME
+ * has none of) in the time namespace of this process's children, which
+ * is its own unless it called unshare(CLONE_NEWTIME) since it was
+ * forked: 0 if none, 1 and the reason if there are.  No file (a kernel
+ * before 5.6, or no /proc): none.  The weaker evidence, for a page that
+ * cannot be read now (page_tells_our_clocks()).
  */
-static int in_time_namespace(char *why, size_t size)
+static int offsets_for_children(char *why, size_t size)
 {
-	FILE *f = fopen("/proc/self/timens_offsets", "re");
-	char line[128];
-	int found = 0;
+	char buf[256], *line, *next;
+	ssize_t n;
+	int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
 
-	if (!f)
+	if (fd < 0)
 		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
 	/* "monotonic 1000 0": a name, seconds, nanoseconds. */
-	while (!found && fgets(line, sizeof(line), f)) {
+	for (line = buf; *line; line = next) {
 		size_t name = strcspn(line, " \t");
 		char *end;
 		long long sec = strtoll(line + name, &end, 10);
 		long long nsec = strtoll(end, &end, 10);
 
+		next = line + strcspn(line, "\n");
+		if (*next)
+			next++;
 		if (sec || nsec) {
-			snprintf(why, size, "clock_gettime(): this process's time namespace offsets %.*s by %lld s %lld ns, which the kernel's page does not hold",
+			snprintf(why, size, "clock_gettime(): the time namespace offsets %.*s by %lld s %lld ns, which the kernel's page does not hold",
 				 (int)name, line, sec, nsec);
-			found = 1;
+			return 1;
 		}
 	}
-	(void)fclose(f);	/* read only: nothing to lose */
-	return found;
+	return 0;
+}
+
+/*
+ * One reading of clock (TSC__SYSCLOCK_*) from page p, ordered: false if
+ * the page is not to be used now (flags lack TSC), or a write seems
+ * never to end.
+ */
+static bool read_page(const volatile struct tsc_timepage *p, int clock, uint64_t *ns)
+{
+	for (int tries = 0; tries < 100000; tries++) {
+		uint32_t seq = p->seq;
+		struct tscfk_clock_map m;
+		uint64_t t, last;
+
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (seq & 1) {
+			if (!(p->flags & TSC_TIMEPAGE_TSC))
+				return false;
+			__builtin_ia32_pause();
+			continue;
+		}
+		m.mult_ns = p->mult_ns;
+		m.mult = p->mult;
+		m.frac = p->frac;
+		m.off = clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
+		last = p->cycle_last;
+		t = tsc_rdtsc_ordered();
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (p->seq == seq) {
+			*ns = tscfk_clock_ns(&m, last, t);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Does the kernel's page tell this process's MONOTONIC and BOOTTIME?  A
+ * page reading must lie between two clock_gettime() calls: the page is
+ * the kernel's own mapping, the same arithmetic on the same TSC.  In a
+ * time namespace with offsets it is off by them.  A few tries each:
+ * across an NTP adjustment the page and the vDSO differ by a nanosecond
+ * for a moment (the ABI document), and a try may be preempted.  1 if they
+ * agree, 0 and the reason if not; for a page that cannot be read now,
+ * what /proc/self/timens_offsets says.
+ */
+static int page_tells_our_clocks(const volatile struct tsc_timepage *p, char *why, size_t size)
+{
+	static const struct {
+		int clock;
+		clockid_t id;
+		const char *name;
+	} clocks[] = {
+		{ TSC__SYSCLOCK_MONOTONIC, CLOCK_MONOTONIC, "MONOTONIC" },
+		{ TSC__SYSCLOCK_BOOTTIME, CLOCK_BOOTTIME, "BOOTTIME" },
+	};
+
+	for (size_t i = 0; i < sizeof(clocks) / sizeof(clocks[0]); i++) {
+		int64_t off = 0;
+		int tries;
+
+		for (tries = 0; tries < 5; tries++) {
+			int64_t a = tsc__ns_now(clocks[i].id), b;
+			uint64_t v;
+
+			if (!read_page(p, clocks[i].clock, &v))
+				return !offsets_for_children(why, size);
+			b = tsc__ns_now(clocks[i].id);
+			if ((int64_t)v >= a && (int64_t)v <= b)
+				break;
+			off = a + (b - a) / 2 - (int64_t)v;
+		}
+		if (tries == 5) {
+			snprintf(why, size, "clock_gettime(): this process's %s is %lld ns off the kernel's page (a time namespace's offset), which holds the initial namespace's clocks",
+				 clocks[i].name, (long long)off);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/*
+ * The system's own sysfs, whose page is the kernel's and must tell this
+ * process's clocks: the default root (/sys, or where TSC_SYSFS_ROOT
+ * points it).  Another root a caller names holds a page of its own, a
+ * test's, which need not.
+ */
+static bool system_root(const char *root)
+{
+	return strcmp(root, tsc__sysfs_root(NULL)) == 0;
+}
+
+uint64_t tsc__page_max_delta(const volatile struct tscfk_clock_page *p)
+{
+	uint64_t mult = p->kernel_mult, max = INT64_MAX;
+
+	if (p->version >= 2 && p->max_cycles)
+		max = p->max_cycles;
+	else if (mult)	/* clocks_calc_max_nsecs(): what mult, and 11 % more, keep in 64 bits */
+		max = UINT64_MAX / (mult + mult * 11 / 100);
+	/* Below 2^63: a reading before cycle_last, which wraps, is past it. */
+	return max < INT64_MAX ? max : INT64_MAX;
+}
+
+/*
+ * A fork's child whose clocks the page does not tell: in its place, at
+ * the same address, a page that sends every reader to clock_gettime()
+ * (seq odd, no TSC) and says GONE, so that the next init maps the
+ * module's afresh, and finds out for itself.
+ */
+static void replace_in_child(struct mapped *m)
+{
+	size_t size = (size_t)sysconf(_SC_PAGESIZE);
+	struct tscfk_clock_page *p = mmap((void *)m->page, size, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+
+	/* Refused (out of memory): the page stays, there is nothing better. */
+	if (p == MAP_FAILED)
+		return;
+	p->version = TSCFK_CLOCK_PAGE_VERSION;
+	p->flags = TSCFK_CLOCK_GONE;
+	p->seq = 1;
+	(void)mprotect(p, size, PROT_READ);
+}
+
+/*
+ * fork(): the locks of the mapped pages and of the disciplined clocks are
+ * held across it, so that the child finds both lists whole; then the
+ * child's clocks are checked.  Only the system's page is held to the
+ * child's clocks.
+ */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&map_lock);
+	tsc__discipline_fork_lock();
+}
+
+static void fork_parent(void)
+{
+	tsc__discipline_fork_unlock();
+	pthread_mutex_unlock(&map_lock);
+}
+
+static void fork_child(void)
+{
+	char why[256];
+
+	tsc__discipline_forked();
+	for (struct mapped *m = mapped; m; m = m->next) {
+		if (m->page && system_root(m->root) && !(m->page->flags & TSC_TIMEPAGE_GONE) &&
+		    !page_tells_our_clocks(m->page, why, sizeof(why)))
+			replace_in_child(m);
+	}
+	pthread_mutex_unlock(&map_lock);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static int fork_err;
+
+static void register_fork_handlers(void)
+{
+	fork_err = pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 /*
@@ -234,6 +413,9 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 	err = tsc__order_pick(&cpu, order, &use_rdtscp);
 	if (err)
 		return failed(c, err);
+	pthread_once(&fork_once, register_fork_handlers);
+	if (fork_err)
+		return failed(c, tsc__fail(-fork_err, "pthread_atfork: %s", strerror(fork_err)));
 	root = tsc__sysfs_root(root);
 	sz = c->sz;
 	memset(&c->hot_reserved32, 0, (sz < sizeof(*c) ? sz : sizeof(*c)) -
@@ -242,14 +424,14 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 	/* Either way orders: a reader may see the old one or the new. */
 	__atomic_store_n(&c->use_rdtscp, use_rdtscp, __ATOMIC_RELAXED);
 	c->path = TSC_SYSCLOCK_SYSCALL;
-	/* A disciplined clock follows clock_gettime(), the namespace's. */
-	if (in_time_namespace(c->why, sizeof(c->why))) {
-		without_kernel(c, root, disc, inherit);
-		return 0;
-	}
 	if (page_of(root, &p)) {
 		snprintf(c->why, sizeof(c->why), "clock_gettime(): %s", tsc_last_error());
 		tsc__clear_error();
+		without_kernel(c, root, disc, inherit);
+		return 0;
+	}
+	/* A disciplined clock follows clock_gettime(), the namespace's. */
+	if (system_root(root) && !page_tells_our_clocks(p, c->why, sizeof(c->why))) {
 		without_kernel(c, root, disc, inherit);
 		return 0;
 	}
@@ -270,6 +452,9 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 		if (c->path == TSC_SYSCLOCK_DISCIPLINED)
 			return 0;
 	}
+	/* The bound first: the page's release store publishes it too. */
+	__atomic_store_n(&c->max_delta, tsc__page_max_delta((const volatile void *)p),
+			 __ATOMIC_RELAXED);
 	__atomic_store_n(&c->page, p, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -328,8 +513,9 @@ static const volatile struct tsc_timepage *page_begin(const struct tsc_sysclock 
 	return NULL;
 }
 
-uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
+uint64_t tsc__sysclock_slow_bounded(const struct tsc_sysclock *c, int clock)
 {
+	const uint64_t max_delta = __atomic_load_n(&c->max_delta, __ATOMIC_RELAXED);
 	const volatile struct tsc_timepage *p;
 	uint32_t seq;
 
@@ -349,10 +535,19 @@ uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
 		t = __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED) ? tsc__rdtscp() :
 		    tsc_rdtsc_ordered();
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (p->seq == seq)
-			return tscfk_clock_ns(&m, last, t);
+		if (p->seq != seq)
+			continue;
+		/* Stale: nobody moved the page on for longer than it holds. */
+		if (t > last && t - last > max_delta)
+			break;
+		return tscfk_clock_ns(&m, last, t);
 	}
 	return gettime(clock);
+}
+
+uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
+{
+	return tsc__sysclock_slow_bounded(c, clock);
 }
 
 int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz)

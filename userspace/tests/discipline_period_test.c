@@ -136,6 +136,23 @@ TEST(horizon)
 	EXPECT_EQ(1u, tsc__discipline_horizon(iv, 1));	/* out of the window */
 }
 
+/*
+ * The staleness bound: three sync periods, the period the longest of the
+ * last intervals and a second at least, in ticks (here 0.5 ns each).
+ */
+TEST(staleness_bound)
+{
+	uint64_t iv[TSC__DISCIPLINE_INTERVALS] = { 0 };
+
+	EXPECT_EQ(6000000000u, tsc__discipline_max_delta(iv, 0.5));	/* 3 s */
+	iv[2] = 2000000000;
+	EXPECT_EQ(12000000000u, tsc__discipline_max_delta(iv, 0.5));	/* 3 x 2 s */
+	iv[0] = 16000000000u;
+	EXPECT_EQ(96000000000u, tsc__discipline_max_delta(iv, 0.5));	/* 3 x 16 s */
+	iv[3] = UINT64_MAX;
+	EXPECT_EQ(1ull << 62, tsc__discipline_max_delta(iv, 0.5));	/* below 2^63 */
+}
+
 /* The law itself: the horizon, and the limit. */
 TEST(correction)
 {

@@ -10,6 +10,7 @@
  * see a leaked thread or page), in a forked child too, which has none.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 
 #include "fake_sysfs.h"
 #include "internal.h"
+#include "tsc_clock_page.h"
 
 static int64_t now(clockid_t id)
 {
@@ -333,27 +335,95 @@ TEST_F(disc, until_the_kernel_withdraws_tsc)
 	tsc_sysclock_fini(&c);
 }
 
-/* A fork's child has no helper: its clock still reads, and finishes. */
-TEST_F(disc, a_forked_child)
+/*
+ * Move the page the readers hold an hour ahead, as a segment nobody
+ * moved on would drift away: which readings still take it shows.
+ */
+static void page_an_hour_ahead(const struct tsc_sysclock *c)
+{
+	struct tscfk_clock_page *p = (struct tscfk_clock_page *)c->page;
+	uint32_t seq = p->seq;
+
+	__atomic_store_n(&p->seq, seq | 1, __ATOMIC_RELEASE);
+	p->mono_off += 3600000000000ull;
+	__atomic_store_n(&p->seq, (seq | 1) + 1, __ATOMIC_RELEASE);
+}
+
+/* MONOTONIC from the clock lies between clock_gettime()'s around it. */
+static bool reads_monotonic(const struct tsc_sysclock *c)
+{
+	int64_t a = now(CLOCK_MONOTONIC), v = (int64_t)tsc_sysclock_monotonic(c);
+
+	return a <= v && v <= now(CLOCK_MONOTONIC);
+}
+
+/*
+ * Syncs stop (a caller that stopped, a helper starved): the page is read
+ * for three sync periods, here 3 s, past its segment's start, then
+ * clock_gettime() is; the next sync gives the readers a page again.
+ */
+TEST_F(disc, syncs_stop)
 {
 	TSC_SYSCLOCK(c);
-	int status;
-	pid_t pid;
+	struct tsc_clock clk = { .sz = sizeof(clk) };
+	double want;
+	int64_t t0, v;
 
-	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER));
-	pid = fork();
-	ASSERT_LE(0, pid);
-	if (pid == 0) {
-		int64_t a = now(CLOCK_MONOTONIC), v = (int64_t)tsc_sysclock_monotonic(&c);
-		int synced = tsc_sysclock_sync(&c);	/* the parent's: refused */
-
-		tsc_sysclock_fini(&c);	/* no helper to join here */
-		_exit(v < a - 100000 || v > now(CLOCK_MONOTONIC) + 100000 ? 1 :
-		      synced != -EINVAL ? 2 : 0);
-	}
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ASSERT_EQ(0, tsc_clock_init(&clk, NULL)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_CALLER)) TH_LOG("%s", tsc_last_error());
+	t0 = now(CLOCK_MONOTONIC);
+	want = 3 * clk.freq.hz;
+	EXPECT_LT(fabs((double)c.max_delta - want), want * 1e-3)
+		TH_LOG("max_delta %llu, three seconds of ticks %.0f",
+		       (unsigned long long)c.max_delta, want);
+	page_an_hour_ahead(&c);
+	v = (int64_t)tsc_sysclock_monotonic(&c);
+	EXPECT_LT(now(CLOCK_MONOTONIC) + 3590000000000, v);	/* the page, an hour on */
+	usleep((useconds_t)((t0 + 3300000000 - now(CLOCK_MONOTONIC)) / 1000));
+	EXPECT_TRUE(reads_monotonic(&c)) TH_LOG("the page was read 3.3 s past its start");
+	ASSERT_EQ(0, tsc_sysclock_sync(&c)) TH_LOG("%s", tsc_last_error());
+	EXPECT_GT(100000, worst_error(&c, 10));
+	page_an_hour_ahead(&c);
+	EXPECT_LT(now(CLOCK_MONOTONIC) + 3590000000000, (int64_t)tsc_sysclock_monotonic(&c))
+		TH_LOG("the new page is not read");
 	tsc_sysclock_fini(&c);
+}
+
+/*
+ * A fork's child has no helper, and may not sync the parent's clock: its
+ * disciplined clocks read clock_gettime() from the fork on (the fork
+ * handler), whatever their page held, and finish.  With a helper and
+ * without.
+ */
+TEST_F(disc, a_forked_child)
+{
+	static const enum tsc_sysclock_discipline how[] = {
+		TSC_DISCIPLINE_HELPER, TSC_DISCIPLINE_CALLER,
+	};
+
+	for (size_t i = 0; i < sizeof(how) / sizeof(how[0]); i++) {
+		TSC_SYSCLOCK(c);
+		int status;
+		pid_t pid;
+
+		ASSERT_EQ(0, init(&c, self->dir, how[i]));
+		page_an_hour_ahead(&c);
+		pid = fork();
+		ASSERT_LE(0, pid);
+		if (pid == 0) {
+			bool exact = reads_monotonic(&c);
+			int synced = tsc_sysclock_sync(&c);	/* the parent's: refused */
+
+			tsc_sysclock_fini(&c);	/* no helper to join here */
+			_exit(!exact ? 1 : synced != -EINVAL ? 2 : 0);
+		}
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			TH_LOG("discipline %d: the child %s", how[i],
+			       WIFEXITED(status) && WEXITSTATUS(status) == 1 ?
+			       "read the parent's page" : "failed");
+		tsc_sysclock_fini(&c);
+	}
 }
 
 /* Initialised again, and again disciplined: the old helper goes first. */

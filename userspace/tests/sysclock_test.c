@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -182,6 +183,119 @@ static void expect_syscall_time(struct __test_metadata *_metadata, const struct 
 	EXPECT_LE(r, now(CLOCK_REALTIME));
 	EXPECT_LE(ba, b);
 	EXPECT_LE(b, now(CLOCK_BOOTTIME));
+}
+
+/*
+ * REALTIME from the clock lies between clock_gettime()'s around it: the
+ * page's REALTIME here is MONOTONIC and a second, decades away from it.
+ */
+static bool reads_realtime(const struct tsc_sysclock *c)
+{
+	uint64_t a = now(CLOCK_REALTIME), r = tsc_sysclock_realtime(c);
+
+	return a <= r && r <= now(CLOCK_REALTIME);
+}
+
+/*
+ * A page nobody moved on for longer than its max_cycles (layout 2) is
+ * stale: readings go to clock_gettime(), through the fast path's test
+ * and through the slow path's (a TSC under 1 GHz).  Within max_cycles,
+ * the page.
+ */
+TEST_F(page, stale_past_max_cycles)
+{
+	for (uint32_t mult_ns = 0; mult_ns < 2; mult_ns++) {
+		TSC_SYSCLOCK(c);
+
+		self->p.version = 2;
+		self->p.mult_ns = mult_ns;
+		self->p.max_cycles = 1ull << 30;
+		self->p.cycle_last = tsc_rdtsc() - (1ull << 31);
+		publish(_metadata, self->path, &self->p);
+		ASSERT_EQ(0, init(&c, self->dir)) TH_LOG("%s", tsc_last_error());
+		EXPECT_EQ(1ull << 30, c.max_delta);
+		EXPECT_TRUE(reads_realtime(&c)) TH_LOG("mult_ns %u: the stale page was read", mult_ns);
+		EXPECT_LE(now(CLOCK_MONOTONIC), tsc_sysclock_monotonic(&c));
+		/* Moved on: the page again. */
+		self->p.cycle_last = tsc_rdtsc() - (1ull << 20);
+		self->p.seq += 2;
+		publish(_metadata, self->path, &self->p);
+		EXPECT_FALSE(reads_realtime(&c)) TH_LOG("mult_ns %u: a fresh page was not read", mult_ns);
+	}
+}
+
+/*
+ * A layout-1 page (an older module) has no max_cycles: the bound is the
+ * kernel's own, from its mult with 11 % more (clocks_calc_max_nsecs()),
+ * and none without a mult.
+ */
+TEST_F(page, stale_on_a_version_1_page)
+{
+	TSC_SYSCLOCK(c);
+	const uint32_t mult = 1u << 31;	/* 0.5 GHz at shift 30: a bound of 3.6 s at 2 GHz */
+	const uint64_t bound = 0xffffffffffffffffull / (mult + (uint64_t)mult * 11 / 100);
+
+	self->p.version = 1;
+	self->p.max_cycles = 1;		/* not there in layout 1: ignored */
+	self->p.kernel_mult = mult;
+	self->p.cycle_last = tsc_rdtsc() - 2 * bound;
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, init(&c, self->dir)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(bound, c.max_delta);
+	EXPECT_TRUE(reads_realtime(&c));
+	self->p.cycle_last = tsc_rdtsc() - bound / 2;
+	self->p.seq += 2;
+	publish(_metadata, self->path, &self->p);
+	EXPECT_FALSE(reads_realtime(&c));
+	/* No mult either: no bound but the one that tells readings before cycle_last. */
+	self->p.kernel_mult = 0;
+	self->p.cycle_last = 0;
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, init(&c, self->dir));
+	EXPECT_EQ(INT64_MAX, c.max_delta);
+	EXPECT_FALSE(reads_realtime(&c));
+}
+
+/*
+ * The system's page (the default root's, here through TSC_SYSFS_ROOT)
+ * must tell this process's clocks, by evidence: this one's MONOTONIC is
+ * a calibrated tsc_now(), microseconds off clock_gettime(), and its
+ * BOOTTIME a minute off, as a time namespace's would be.  So init takes
+ * clock_gettime() and says why; a page that cannot be read now is left
+ * to /proc/self/timens_offsets (none here); and a fork's child replaces
+ * the page it inherited, which its clocks then read past, while the
+ * parent's keep it.
+ */
+TEST_F(page, the_systems_page_by_evidence)
+{
+	TSC_SYSCLOCK(c);
+	TSC_SYSCLOCK(kept);
+	int status;
+	pid_t pid;
+
+	ASSERT_EQ(0, init(&kept, self->dir));
+	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, kept.path);
+	ASSERT_EQ(0, setenv("TSC_SYSFS_ROOT", self->dir, 1));
+	ASSERT_EQ(0, tsc_sysclock_init(&c, NULL));
+	EXPECT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
+	EXPECT_NE(NULL, strstr(c.why, "off the kernel's page (a time namespace's offset)"))
+		TH_LOG("%s", c.why);
+	expect_syscall_time(_metadata, &c);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(reads_realtime(&kept) ? 0 : 1);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("the child read the page its clocks disagree with");
+	EXPECT_FALSE(reads_realtime(&kept)) TH_LOG("the parent lost its page");
+	/* Not readable now (another clocksource): the offsets file's word. */
+	self->p.flags = 0;
+	self->p.seq = 5;
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, tsc_sysclock_init(&c, NULL));
+	EXPECT_NE(NULL, strstr(c.why, "do not read the TSC")) TH_LOG("%s", c.why);
+	ASSERT_EQ(0, unsetenv("TSC_SYSFS_ROOT"));
 }
 
 /* The kernel's clocks left the TSC: seq odd, no TSC in flags. */
