@@ -167,6 +167,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	page_clock.page = &page;
+	/* What init sets for a layout-1 page without the kernel's mult. */
+	page_clock.max_delta = INT64_MAX;
 	printf("tsc_sysclock: %s\n", sysclock.why);
 	printf("ordered reads with %s (picked at init)\n",
 	       sysclock.use_rdtscp ? "rdtscp" : "lfence; rdtsc");
