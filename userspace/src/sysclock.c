@@ -171,33 +171,60 @@ static int offsets_for_children(char *why, size_t size)
 }
 
 /*
- * One reading of clock (TSC__SYSCLOCK_*) from page p, ordered: false if
- * the page is not to be used now (flags lack TSC), or a write seems
- * never to end.
+ * The page *where points to, loaded anew each time (a disciplined clock's
+ * writer swaps pages), once its seq is even; NULL for no page (a clock
+ * never initialised, zeroed), for a page not to be used (seq odd, no
+ * TSC), or once *tries reaches 100000 (a write that never ends).  seq odd
+ * with TSC is a write under way: wait for it, briefly; the kernel writes
+ * a few dozen bytes.
  */
-static bool read_page(const volatile struct tsc_timepage *p, int clock, uint64_t *ns)
+static const volatile struct tsc_timepage *
+page_begin(const volatile struct tsc_timepage *const *where, uint32_t *seq, int *tries)
 {
-	for (int tries = 0; tries < 100000; tries++) {
-		uint32_t seq = p->seq;
-		struct tscfk_clock_map m;
-		uint64_t t, last;
+	for (; *tries < 100000; ++*tries) {
+		const volatile struct tsc_timepage *p = __atomic_load_n(where, __ATOMIC_ACQUIRE);
+
+		if (!p)
+			return NULL;
+		*seq = p->seq;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!(*seq & 1))
+			return p;
+		if (!(p->flags & TSC_TIMEPAGE_TSC))
+			return NULL;
+		__builtin_ia32_pause();
+	}
+	return NULL;
+}
+
+/* One reading of a page: the TSC, the page's cycle_last, and the clock. */
+struct page_reading {
+	uint64_t t, last, ns;
+};
+
+/*
+ * One reading of clock (TSC__SYSCLOCK_*) from the page *where points to,
+ * the TSC read ordered (rdtscp, or lfence; rdtsc), as the fast path
+ * orders: false where page_begin() gives no page.
+ */
+static bool read_page(const volatile struct tsc_timepage *const *where, int clock,
+		      bool rdtscp, struct page_reading *r)
+{
+	const volatile struct tsc_timepage *p;
+	uint32_t seq;
+
+	for (int tries = 0; (p = page_begin(where, &seq, &tries)); tries++) {
+		struct tscfk_clock_map m = {
+			.mult_ns = p->mult_ns, .mult = p->mult, .frac = p->frac,
+			.off = clock == TSC__SYSCLOCK_REALTIME ? p->real_off :
+			       clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off,
+		};
+		uint64_t last = p->cycle_last;
+		uint64_t t = rdtscp ? tsc__rdtscp() : tsc_rdtsc_ordered();
 
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (seq & 1) {
-			if (!(p->flags & TSC_TIMEPAGE_TSC))
-				return false;
-			__builtin_ia32_pause();
-			continue;
-		}
-		m.mult_ns = p->mult_ns;
-		m.mult = p->mult;
-		m.frac = p->frac;
-		m.off = clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
-		last = p->cycle_last;
-		t = tsc_rdtsc_ordered();
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (p->seq == seq) {
-			*ns = tscfk_clock_ns(&m, last, t);
+			*r = (struct page_reading){ t, last, tscfk_clock_ns(&m, last, t) };
 			return true;
 		}
 	}
@@ -231,14 +258,14 @@ static int page_tells_our_clocks(const volatile struct tsc_timepage *p, char *wh
 
 		for (tries = 0; tries < 5; tries++) {
 			int64_t a = tsc__ns_now(clocks[i].id), b;
-			uint64_t v;
+			struct page_reading r;
 
-			if (!read_page(p, clocks[i].clock, &v))
+			if (!read_page(&p, clocks[i].clock, false, &r))
 				return !offsets_for_children(why, size);
 			b = tsc__ns_now(clocks[i].id);
-			if ((int64_t)v >= a && (int64_t)v <= b)
+			if ((int64_t)r.ns >= a && (int64_t)r.ns <= b)
 				break;
-			off = a + (b - a) / 2 - (int64_t)v;
+			off = a + (b - a) / 2 - (int64_t)r.ns;
 		}
 		if (tries == 5) {
 			snprintf(why, size, "clock_gettime(): this process's %s is %lld ns off the kernel's page (a time namespace's offset), which holds the initial namespace's clocks",
@@ -483,65 +510,21 @@ static uint64_t gettime(int clock)
 	return (uint64_t)tsc__ns_now(ids[clock]);
 }
 
-/*
- * seq odd: a write under way (flags still say TSC: wait for it, briefly;
- * the kernel writes a few dozen bytes) or a page not to be used.  Or a
- * TSC under 1 GHz, whose whole ns per tick the fast path leaves out.
- */
-/*
- * The clock's page, loaded anew each time (a disciplined clock's writer
- * swaps pages), once its seq is even; NULL for a page not to be used (seq
- * odd, no TSC) or once *tries reaches 100000 (a write that never ends).
- */
-static const volatile struct tsc_timepage *page_begin(const struct tsc_sysclock *c,
-						      uint32_t *seq, int *tries)
-{
-	for (; *tries < 100000; ++*tries) {
-		const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_ACQUIRE);
-
-		/* A clock never initialised (zeroed): clock_gettime(). */
-		if (!p)
-			return NULL;
-		*seq = p->seq;
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (!(*seq & 1))
-			return p;
-		if (!(p->flags & TSC_TIMEPAGE_TSC))
-			return NULL;
-		__builtin_ia32_pause();
-	}
-	return NULL;
-}
-
 uint64_t tsc__sysclock_slow_bounded(const struct tsc_sysclock *c, int clock)
 {
 	const uint64_t max_delta = __atomic_load_n(&c->max_delta, __ATOMIC_RELAXED);
-	const volatile struct tsc_timepage *p;
-	uint32_t seq;
+	struct page_reading r;
 
 	if (clock < TSC__SYSCLOCK_REALTIME || clock > TSC__SYSCLOCK_BOOTTIME)
 		clock = TSC__SYSCLOCK_MONOTONIC;
-	for (int tries = 0; (p = page_begin(c, &seq, &tries)); tries++) {
-		struct tscfk_clock_map m;
-		uint64_t t, last;
-
-		m.mult_ns = p->mult_ns;
-		m.mult = p->mult;
-		m.frac = p->frac;
-		m.off = clock == TSC__SYSCLOCK_REALTIME ? p->real_off :
-			clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
-		last = p->cycle_last;
-		/* Ordered as the fast path orders, whichever reader came here. */
-		t = __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED) ? tsc__rdtscp() :
-		    tsc_rdtsc_ordered();
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (p->seq != seq)
-			continue;
-		/* Stale: nobody moved the page on for longer than it holds. */
-		if (t > last && t - last > max_delta)
-			break;
-		return tscfk_clock_ns(&m, last, t);
-	}
+	/*
+	 * Ordered as the fast path orders, whichever reader came here; and
+	 * not from a stale page, which nobody moved on for longer than it
+	 * holds.
+	 */
+	if (read_page(&c->page, clock, __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED), &r) &&
+	    !(r.t > r.last && r.t - r.last > max_delta))
+		return r.ns;
 	return gettime(clock);
 }
 
@@ -564,7 +547,7 @@ int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz)
 		if (!p || p == &tsc__syscall_page)
 			return tsc__fail(-ENODATA, "no rate: %s", c->why[0] ? c->why :
 					 "the clock was not initialised");
-		p = page_begin(c, &seq, &tries);
+		p = page_begin(&c->page, &seq, &tries);
 		if (!p)
 			break;
 		kp = (const volatile void *)p;
