@@ -209,11 +209,12 @@ TEST_F(page, stale_past_max_cycles)
 
 		self->p.version = 2;
 		self->p.mult_ns = mult_ns;
-		self->p.max_cycles = 1ull << 30;
-		self->p.cycle_last = tsc_rdtsc() - (1ull << 31);
+		/* Seconds of the TSC at any rate: no preemption makes a fresh page stale. */
+		self->p.max_cycles = 1ull << 34;
+		self->p.cycle_last = tsc_rdtsc() - (1ull << 35);
 		publish(_metadata, self->path, &self->p);
 		ASSERT_EQ(0, init(&c, self->dir)) TH_LOG("%s", tsc_last_error());
-		EXPECT_EQ(1ull << 30, c.max_delta);
+		EXPECT_EQ(1ull << 34, c.max_delta);
 		EXPECT_TRUE(reads_realtime(&c)) TH_LOG("mult_ns %u: the stale page was read", mult_ns);
 		EXPECT_LE(now(CLOCK_MONOTONIC), tsc_sysclock_monotonic(&c));
 		/* Moved on: the page again. */
