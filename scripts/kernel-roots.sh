@@ -39,17 +39,19 @@ die() {
 trap 'die "line $LINENO: \"$BASH_COMMAND\" exited with $?"' ERR
 
 # run ROOT DIR COMMAND...: in a mount namespace of its own, so that the
-# mounts end with it whatever happens.
+# mounts end with it whatever happens.  DIR's mount point is made once
+# the root's /tmp is a tmpfs: a tree under /tmp (a clone there) would
+# otherwise have none.
 in_root() {
 	local root=$1 dir=$2
 	shift 2
-	mkdir -p "$root$dir"
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	unshare --mount --propagation private -- sh -ec '
 		root=$1 dir=$2
 		mount -t proc proc "$root/proc"
 		mount --rbind /dev "$root/dev"
 		mount -t tmpfs tmpfs "$root/tmp"
+		mkdir -p "$root$dir"
 		mount --bind "$dir" "$root$dir"
 		shift 2
 		exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
