@@ -200,7 +200,11 @@ static bool reads_sys(const struct tsc_sysclock *s, int c)
  *    child's clock_gettime() (the fork handler found the page off and
  *    replaced it), and one it initialises itself reads clock_gettime()
  *    too, and says why.
- * Each offset on its own, so that each check is seen to work.
+ * Each offset on its own, so that each check is seen to work.  Where the
+ * kernel's clocks do not read the TSC (6.1 with 2 CPUs here) the page
+ * cannot be read, and the library takes /proc/self/timens_offsets' word:
+ * the children's namespace, which in a child is its own (the parent's
+ * clock is then clock_gettime() too, and not checked).
  */
 TEST_F(sys, a_time_namespace)
 {
@@ -212,8 +216,8 @@ TEST_F(sys, a_time_namespace)
 		{ "boottime 1000 0\n", SYSCLOCK_BOOT },
 	};
 
-	if (self->s.path != TSC_SYSCLOCK_KERNEL)
-		SKIP(return, "the clocks do not read the TSC here: %s", self->s.why);
+	const bool exact = self->s.path == TSC_SYSCLOCK_KERNEL;
+
 	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
 		struct tsc_sysclock p = { .sz = sizeof(p) };
 		int status;
@@ -227,8 +231,11 @@ TEST_F(sys, a_time_namespace)
 		fputs(ns[i].offsets, f);
 		ASSERT_EQ(0, fclose(f));
 		ASSERT_EQ(0, tsc_sysclock_init(&p, NULL)) TH_LOG("%s", tsc_last_error());
-		EXPECT_EQ(TSC_SYSCLOCK_KERNEL, p.path) TH_LOG("the parent, %s: %s", ns[i].offsets, p.why);
-		EXPECT_EQ(0, violations(_metadata, &p, ns[i].clock, "the parent"));
+		if (exact) {
+			EXPECT_EQ(TSC_SYSCLOCK_KERNEL, p.path)
+				TH_LOG("the parent, %s: %s", ns[i].offsets, p.why);
+			EXPECT_EQ(0, violations(_metadata, &p, ns[i].clock, "the parent"));
+		}
 		pid = fork();
 		ASSERT_LE(0, pid);
 		if (pid == 0) {
