@@ -50,27 +50,35 @@ static void expect_calibration_agrees(struct __test_metadata *_metadata,
 	 * emulated HPET's, microseconds): up to some ppm over 2 s.
 	 */
 	EXPECT_GT(clocksource_is_tsc() ? 0.5 : 50.0, cal.precision_ppm);
+	/* On tsc it measures the kernel's tsc_khz; a guest's other clocks are their own. */
+	EXPECT_EQ(clocksource_is_tsc() ? TSC_REFERENCE_KERNEL : TSC_REFERENCE_CLOCKSOURCE,
+		  cal.precision_of) TH_LOG("%s", cal.detail);
 	expect_agrees(_metadata, &cal, khz);
 }
 
 /*
- * The module's value wins, unless the kernel marked the TSC unstable: then
- * it may be the boot estimate the kernel never refined, and the library
- * looks further and says why; asked for, it still gives it, good to 1%.
+ * The module's value wins, unless the kernel marked the TSC unstable and
+ * had not taken the rate as known: then it may be the boot estimate the
+ * kernel never refined, and the library looks further and says why;
+ * asked for, it still gives it, good to 1% of the true rate.
  */
 TEST(module_loaded_its_value_wins)
 {
 	TSC_OPTS(forced, .source = TSC_SOURCE_SYSFS);
-	uint64_t khz, unstable;
+	uint64_t khz, unstable, known;
 	struct tsc_freq f;
 
 	if (access(TSC_DIR, F_OK))
 		SKIP(return, "module not loaded (the other run tests that case)");
 	khz = READ_U64(FREQ_FILE);
-	unstable = READ_U64(TSC_DIR "/unstable");
+	known = READ_U64(TSC_DIR "/tsc_known_freq");
+	unstable = READ_U64(TSC_DIR "/unstable") && !known;
 	ASSERT_EQ(0, tsc_freq_get(&f, NULL)) TH_LOG("%s", tsc_last_error());
-	TH_LOG("unstable %llu; %s: %s", (unsigned long long)unstable,
+	TH_LOG("unstable and not known %llu; %s: %s", (unsigned long long)unstable,
 	       tsc_source_name(f.source), f.detail);
+	if (!unstable)
+		EXPECT_NE(NULL, strstr(f.detail, known ? "taken by the kernel as known" :
+				       "measured by the kernel at boot"));
 	if (unstable) {
 		EXPECT_NE(TSC_SOURCE_SYSFS, f.source);
 		EXPECT_NE(NULL, strstr(f.detail, "maybe not refined (the kernel marked the TSC unstable)"));
@@ -80,6 +88,7 @@ TEST(module_loaded_its_value_wins)
 	EXPECT_EQ(khz * 1000, f.num);
 	EXPECT_EQ(1u, f.den);
 	EXPECT_EQ(unstable ? 10000.0 : 500.0 / (double)khz * 1e3, f.precision_ppm);
+	EXPECT_EQ(unstable ? TSC_REFERENCE_TRUE : TSC_REFERENCE_KERNEL, f.precision_of);
 	expect_calibration_agrees(_metadata, khz);
 }
 

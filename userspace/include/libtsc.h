@@ -69,6 +69,21 @@ enum tsc_source {
 };
 
 /*
+ * What a frequency's precision_ppm is relative to: every value is a rate
+ * as some clock or figure gives it, and its precision says how far it may
+ * be from that rate.  Two values confirm each other only if their
+ * references differ; a calibration against CLOCK_MONOTONIC_RAW on the tsc
+ * clocksource measures the kernel's own tsc_khz (tsc(7), "Precision").
+ */
+enum tsc_reference {
+	TSC_REFERENCE_UNSTATED = 0,	/* filled by a libtsc before 1.2 */
+	TSC_REFERENCE_KERNEL,		/* the kernel's tsc_khz, which its clocks count the TSC at */
+	TSC_REFERENCE_HYPERVISOR,	/* the rate the hypervisor states for the guest's TSC */
+	TSC_REFERENCE_CLOCKSOURCE,	/* CLOCK_MONOTONIC_RAW on a clocksource other than tsc */
+	TSC_REFERENCE_TRUE,		/* the TSC's true rate: a rated crystal, a 1% estimate */
+};
+
+/*
  * Room in detail for the chosen source's account and every other
  * source's reason for being skipped, each in full (the library checks
  * this at build time): a reason is never cut short.
@@ -81,11 +96,14 @@ struct tsc_freq {
 	uint64_t num, den;
 	double hz;		/* num / den, for display */
 	/*
-	 * Half the step of the value as given (a kHz file: 0.5 kHz), or a
-	 * calibration's estimated error: how far off it may be, in ppm.
+	 * How far hz may be from the rate of precision_of, in ppm: half the
+	 * step of the value as given (a kHz file: 0.5 kHz), a crystal's
+	 * tolerance, or a calibration's estimated error.
 	 */
 	double precision_ppm;
-	uint64_t reserved[4];	/* zero: room to grow without a break */
+	enum tsc_reference precision_of;
+	uint32_t reserved32;	/* zero: room to grow without a break */
+	uint64_t reserved[3];	/* zero */
 	/* Where exactly it came from, and why each better source was not used. */
 	char detail[TSC_DETAIL_SIZE];
 };
@@ -185,6 +203,8 @@ struct tsc_clock {
 /* Why the last call that failed in this thread failed; "" if none did. */
 const char *tsc_last_error(void);
 const char *tsc_source_name(enum tsc_source source);
+/* "kernel", "hypervisor", "clocksource", "true", "unstated"; since 1.2. */
+const char *tsc_reference_name(enum tsc_reference reference);
 
 /* Each source on its own: -ENOENT, -ENODATA, -EINVAL... with a reason. */
 int tsc_freq_from_sysfs(struct tsc_freq *f, const char *sysfs_root);

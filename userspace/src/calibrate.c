@@ -274,12 +274,16 @@ int tsc__calibrate(struct tsc_freq *f, const struct tsc__calib_clock *c,
 
 	/* Hz = 1e9 / (ns per tick), kept to the mHz. */
 	err = tsc__freq_set(f, TSC_SOURCE_CALIBRATION,
-			    (uint64_t)llroundl(1e12L / slope), 1000, (double)(1e6 * rel_err));
+			    (uint64_t)llroundl(1e12L / slope), 1000, (double)(1e6 * rel_err),
+			    c->ref);
 	if (err)
 		return err;
 	/* One account: detail has room for the skipped sources' too. */
 	snprintf(f->detail, TSC__REASON_SIZE,
-		 "CLOCK_MONOTONIC_RAW over %.1f ms, %.0Lf samples (%llu wide, %llu invalid), brackets >= %llu ticks, steps <= %llu ns",
+		 "CLOCK_MONOTONIC_RAW (clocksource %.32s%s) over %.1f ms, %.0Lf samples (%llu wide, %llu invalid), brackets >= %llu ticks, steps <= %llu ns",
+		 c->name && c->name[0] ? c->name : "unknown",
+		 c->ref == TSC_REFERENCE_KERNEL ? ": the TSC at the kernel's tsc_khz" :
+		 c->ref == TSC_REFERENCE_HYPERVISOR ? ": the TSC at the hypervisor's rate" : "",
 		 (double)(s.ns - first.ns) / 1e6, fit.n,
 		 (unsigned long long)rejected, (unsigned long long)invalid,
 		 (unsigned long long)min_width, (unsigned long long)res);
@@ -307,6 +311,27 @@ static int this_cpu(void *ctx)
 	return sched_getcpu();
 }
 
+/*
+ * What a calibration against CLOCK_MONOTONIC_RAW measures, by the kernel's
+ * clocksource.  On tsc, the TSC at the kernel's own tsc_khz; on the
+ * paravirtual clocks, the TSC at the rate the hypervisor states for it;
+ * only on a clock of its own (hpet, acpi_pm) is it another oscillator.
+ * Unknown, it may be the TSC: never claimed independent.
+ */
+static enum tsc_reference clocksource_reference(const char *cs)
+{
+	static const char *const hypervisor[] = {
+		"kvm-clock", "xen", "hyperv_clocksource_tsc_page",
+	};
+
+	if (!cs[0] || !strcmp(cs, "tsc") || !strcmp(cs, "tsc-early"))
+		return TSC_REFERENCE_KERNEL;
+	for (size_t i = 0; i < sizeof(hypervisor) / sizeof(hypervisor[0]); i++)
+		if (!strcmp(cs, hypervisor[i]))
+			return TSC_REFERENCE_HYPERVISOR;
+	return TSC_REFERENCE_CLOCKSOURCE;
+}
+
 int tsc_freq_calibrate(struct tsc_freq *f, double target_ppm,
 		       unsigned int max_ms)
 {
@@ -324,6 +349,8 @@ int tsc_freq_calibrate(struct tsc_freq *f, double target_ppm,
 	/* On the TSC, the clock is the TSC scaled: it ticks in clock_getres(). */
 	tsc__clocksource(NULL, cs, sizeof(cs));
 	real.res_exact = !strcmp(cs, "tsc");
+	real.ref = clocksource_reference(cs);
+	real.name = cs;
 	tsc__clear_error();
 	if (!(target_ppm >= 0) || max_ms > 60000)
 		return tsc__fail(-EINVAL, "calibration: target %g ppm or %u ms out of range",

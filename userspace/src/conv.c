@@ -39,7 +39,7 @@ int tsc_conv_init(struct tsc_conv *c, uint64_t num, uint64_t den)
 	if (den > UINT64_MAX / 1000000000)
 		return tsc__fail(-EINVAL, "denominator %llu too large",
 				 (unsigned long long)den);
-	err = tsc__freq_set(&check, TSC_SOURCE_NONE, num, den, 0);
+	err = tsc__freq_set(&check, TSC_SOURCE_NONE, num, den, 0, TSC_REFERENCE_UNSTATED);
 	if (err)
 		return err;
 	split((u128)1000000000 * den, num, &c->ns_int, &c->ns_frac);

@@ -70,3 +70,20 @@ const char *tsc_source_name(enum tsc_source source)
 	}
 	return "unknown";
 }
+
+const char *tsc_reference_name(enum tsc_reference reference)
+{
+	switch (reference) {
+	case TSC_REFERENCE_UNSTATED:
+		return "unstated";
+	case TSC_REFERENCE_KERNEL:
+		return "kernel";
+	case TSC_REFERENCE_HYPERVISOR:
+		return "hypervisor";
+	case TSC_REFERENCE_CLOCKSOURCE:
+		return "clocksource";
+	case TSC_REFERENCE_TRUE:
+		return "true";
+	}
+	return "unknown";
+}

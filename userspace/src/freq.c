@@ -107,15 +107,67 @@ static const enum tsc_source order[] = {
 #define NSOURCES (sizeof(order) / sizeof(order[0]))
 
 /*
- * The winner's account, leaf 0x16's comparison or a nominal value's check,
- * and every other source's reason, each under TSC__REASON_SIZE with its
- * separator: nothing is cut.
+ * The winner's account, a nominal value's check or a verification, leaf
+ * 0x16's comparison, and every other source's reason, each under
+ * TSC__REASON_SIZE with its separator: nothing is cut.
  */
 _Static_assert(TSC_DETAIL_SIZE >= (NSOURCES + 2) * (TSC__REASON_SIZE + 32),
 	       "struct tsc_freq's detail has room for every source's reason");
 
 /* How long a calibration checks a nominal value for. */
 #define NOMINAL_CHECK_MS 20u
+
+/*
+ * A calibration that agrees with f is evidence of its own only where the
+ * two rest on different references.  On the tsc clocksource it measures
+ * the kernel's tsc_khz (CLOCK_MONOTONIC_RAW is the TSC at that rate): the
+ * same evidence as a value taken from the kernel, and as a crystal's or a
+ * hypervisor's figure that the kernel took as known.  On kvm-clock and
+ * the like it measures the hypervisor's rate: the same as its leaf, and as
+ * a kernel's tsc_khz taken from it.  A disagreement counts either way: two
+ * figures cannot both be the TSC's rate.  same_evidence() says why an
+ * agreement is no confirmation, or NULL; note_same_evidence() puts that in
+ * f's detail, after the agreement.
+ */
+static const char *same_evidence(const struct tsc_freq *f, const struct tsc_freq *cal,
+				 const struct opts *o)
+{
+	bool from_kernel = f->source == TSC_SOURCE_SYSFS || f->source == TSC_SOURCE_PERF;
+	int known;
+
+	if (f->source == TSC_SOURCE_CALIBRATION)
+		return "the same clock as the value's own calibration";
+	if (cal->precision_of == TSC_REFERENCE_CLOCKSOURCE)
+		return NULL;
+	if (cal->precision_of == TSC_REFERENCE_HYPERVISOR && f->source == TSC_SOURCE_HYPERVISOR)
+		return "the TSC at the hypervisor's rate, as this figure gives it";
+	if (cal->precision_of == TSC_REFERENCE_KERNEL && from_kernel)
+		return "the kernel's tsc_khz, this value's own origin";
+	/* The kernel's tsc_khz against a figure, or the hypervisor's against the kernel's. */
+	if (cal->precision_of == TSC_REFERENCE_HYPERVISOR && !from_kernel)
+		return NULL;	/* a crystal passed through: the hypervisor's is another */
+	known = tsc__kernel_known_freq(o->sysfs_root);
+	if (known == 0)
+		return NULL;	/* the kernel measured it against hpet or acpi_pm */
+	if (known == 1)
+		return cal->precision_of == TSC_REFERENCE_KERNEL ?
+		       "the kernel's tsc_khz, which the kernel took as known (tsc_known_freq), from CPUID or the hypervisor" :
+		       "the TSC at the hypervisor's rate, from which the kernel took its tsc_khz as known (tsc_known_freq)";
+	return cal->precision_of == TSC_REFERENCE_KERNEL ?
+	       "the kernel's tsc_khz, which nothing says the kernel measured (no tsc_known_freq)" :
+	       "the TSC at the hypervisor's rate, which the kernel's tsc_khz may have come from (no tsc_known_freq)";
+}
+
+static void note_same_evidence(struct tsc_freq *f, const struct tsc_freq *cal,
+			       const struct opts *o)
+{
+	const char *why = same_evidence(f, cal, o);
+	size_t len = strlen(f->detail);
+
+	if (why)
+		snprintf(f->detail + len, sizeof(f->detail) - len,
+			 ", the same evidence, not a confirmation: that calibration measured %s", why);
+}
 
 /*
  * A crystal's or a hypervisor's figure is what the part or the host says
@@ -146,6 +198,7 @@ static int confirm_nominal(struct tsc_freq *f, const struct opts *o)
 	snprintf(f->detail + len, sizeof(f->detail) - len,
 		 "; a %u ms calibration agrees: %+.1f ppm (+-%.2f)", NOMINAL_CHECK_MS, diff,
 		 cal.precision_ppm);
+	note_same_evidence(f, &cal, o);
 	return 0;
 }
 
@@ -221,6 +274,9 @@ int tsc__freq_get(struct tsc_freq *f, const struct tsc_opts *opts,
 		return tsc__fail(-ERANGE, "%s says %.0f Hz, a calibration %.0f Hz (+-%.2f ppm): %+.1f ppm apart, more than %.1f",
 				 tsc_source_name(f->source), f->hz, cal.hz,
 				 cal.precision_ppm, diff, o.verify_ppm);
+	snprintf(f->detail + strlen(f->detail), sizeof(f->detail) - strlen(f->detail),
+		 "; verified: a calibration agrees, %+.1f ppm (+-%.2f)", diff, cal.precision_ppm);
+	note_same_evidence(f, &cal, &o);
 	tsc__clear_error();
 	return 0;
 }

@@ -120,9 +120,12 @@ void tsc__clear_error(void);
 #define TSC__UNREFINED_PPM	10000.0
 int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined);
 
-/* value.c: fill f from num/den Hz; -ERANGE outside TSC_MIN_HZ..TSC_MAX_HZ. */
+/*
+ * value.c: fill f from num/den Hz, precision_ppm of the rate of ref;
+ * -ERANGE outside TSC_MIN_HZ..TSC_MAX_HZ.
+ */
 int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
-		  uint64_t den, double precision_ppm);
+		  uint64_t den, double precision_ppm, enum tsc_reference ref);
 
 /* sysfs.c: the root ($TSC_SYSFS_ROOT, "/sys"), and one-value files. */
 const char *tsc__sysfs_root(const char *root);
@@ -134,6 +137,13 @@ int tsc__read_s64(const char *root, const char *rel, int64_t *v);
 void tsc__clocksource(const char *root, char *out, size_t size);
 /* Whether tsc is among the available clocksources: 1, 0, -1 if unknown. */
 int tsc__tsc_available(const char *root);
+/*
+ * How the kernel came by tsc_khz: 1, it took it as known (CPU flag
+ * tsc_known_freq: from CPUID, an MSR or the hypervisor; never measured);
+ * 0, it measured it at boot; -1, nothing says.  The module's file, else
+ * /proc/cpuinfo where root is the system's own.
+ */
+int tsc__kernel_known_freq(const char *root);
 
 /* Parsers, pure: the fuzz targets call them with any bytes. */
 int tsc__parse_u64(const char *buf, size_t len, uint64_t *val);
@@ -207,6 +217,9 @@ struct tsc__calib_clock {
 	bool res_exact;			/* res_ns is its quantum: do not measure */
 	int (*cpu)(void *ctx);		/* the CPU it runs on; NULL: one CPU */
 	void *ctx;
+	/* What it runs at: the kernel's tsc_khz if it is the TSC itself. */
+	enum tsc_reference ref;
+	const char *name;		/* for detail: "tsc", "hpet"... */
 };
 
 int tsc__calibrate(struct tsc_freq *f, const struct tsc__calib_clock *clk,

@@ -42,7 +42,7 @@ int tsc__freq_from_perf_mult(struct tsc_freq *f, uint32_t mult, uint16_t shift)
 	}
 	if (num > UINT64_MAX)
 		return tsc__fail(-ERANGE, "perf: time_shift %u is too large for a rate", shift);
-	err = tsc__freq_set(f, TSC_SOURCE_PERF, (uint64_t)num, mult, 0);
+	err = tsc__freq_set(f, TSC_SOURCE_PERF, (uint64_t)num, mult, 0, TSC_REFERENCE_KERNEL);
 	if (err)
 		return err;
 	f->precision_ppm = 500 / f->hz * 1e6 + rounding_ppm;

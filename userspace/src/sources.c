@@ -24,13 +24,17 @@
  * says the TSC is unstable, tsc_khz may be that estimate, good to 1% (seen:
  * 2598022 kHz for a 2600002 kHz TSC, 762 ppm off, in a QEMU guest).  The
  * file cannot say whether the marking came before the refinement or
- * after; a reason to doubt is as good as the marking itself.
+ * after; a reason to doubt is as good as the marking itself.  A rate the
+ * kernel took as known (known: 1) it never estimates nor refines: no doubt.
  */
-static bool maybe_unrefined(const char *root, char *why, size_t size)
+static bool maybe_unrefined(const char *root, int known, char *why, size_t size)
 {
 	uint64_t unstable;
-	int err = tsc__read_u64(root, UNSTABLE_FILE, &unstable);
+	int err;
 
+	if (known == 1)
+		return false;
+	err = tsc__read_u64(root, UNSTABLE_FILE, &unstable);
 	if (err == -ENOENT)
 		return false;	/* no module's verdict to go by */
 	if (!err && unstable == 0)
@@ -47,9 +51,15 @@ static bool maybe_unrefined(const char *root, char *why, size_t size)
 
 int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined)
 {
+	static const char *const how[] = {
+		"how the kernel came by it unknown",
+		"measured by the kernel at boot",
+		"taken by the kernel as known, never measured (tsc_known_freq)",
+	};
 	char path[4096], buf[MAX_FILE + 1], why[256];
 	uint64_t khz;
 	size_t len;
+	int known;
 	int err;
 
 	tsc__clear_error();
@@ -63,16 +73,19 @@ int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined)
 	if (err)
 		return tsc__fail(err, "%s: %s", path, tsc_last_error());
 	err = tsc__freq_set(f, TSC_SOURCE_SYSFS, khz > UINT64_MAX / 1000 ? 0 : khz * 1000,
-			    1, 500.0 / (double)khz * 1e3);
+			    1, 500.0 / (double)khz * 1e3, TSC_REFERENCE_KERNEL);
 	if (err)
 		return tsc__fail(err, "%s: %llu kHz is not within 1 MHz..20 GHz", path,
 				 (unsigned long long)khz);
+	known = tsc__kernel_known_freq(root);
 	/* Long roots are cut: detail is for people, the value is exact. */
-	snprintf(f->detail, TSC__REASON_SIZE, "%.200s: %llu kHz", path,
-		 (unsigned long long)khz);
-	*unrefined = maybe_unrefined(root, why, sizeof(why));
+	snprintf(f->detail, TSC__REASON_SIZE, "%.200s: %llu kHz, %s", path,
+		 (unsigned long long)khz, how[known + 1]);
+	*unrefined = maybe_unrefined(root, known, why, sizeof(why));
 	if (*unrefined) {
+		/* The kernel's estimate, 1% from the truth: not its rounding. */
 		f->precision_ppm = TSC__UNREFINED_PPM;
+		f->precision_of = TSC_REFERENCE_TRUE;
 		snprintf(f->detail, TSC__REASON_SIZE,
 			 "%.80s: %llu kHz, maybe not refined (%.100s): good to 1%%",
 			 path, (unsigned long long)khz, why);
@@ -109,7 +122,7 @@ int tsc__freq_from_leaf15(struct tsc_freq *f, const struct tsc__cpuid *l15,
 	if (!l15->ecx)
 		return tsc__fail(-ENODATA, "cpuid: leaf 0x15 has no crystal frequency");
 	err = tsc__freq_set(f, TSC_SOURCE_CPUID, (uint64_t)l15->ecx * l15->ebx,
-			    l15->eax, TSC__CRYSTAL_PPM);
+			    l15->eax, TSC__CRYSTAL_PPM, TSC_REFERENCE_TRUE);
 	if (err)
 		return err;
 	snprintf(f->detail, TSC__REASON_SIZE,
@@ -126,7 +139,7 @@ int tsc__freq_from_leaf40000010(struct tsc_freq *f,
 	if (!leaf || !leaf->eax)
 		return tsc__fail(-ENODATA, "hypervisor: leaf 0x40000010 gives no TSC frequency");
 	err = tsc__freq_set(f, TSC_SOURCE_HYPERVISOR, (uint64_t)leaf->eax * 1000, 1,
-			    500.0 / leaf->eax * 1e3);
+			    500.0 / leaf->eax * 1e3, TSC_REFERENCE_HYPERVISOR);
 	if (err)
 		return err;
 	snprintf(f->detail, TSC__REASON_SIZE, "cpuid 0x40000010: %u kHz",

@@ -250,3 +250,43 @@ int tsc__tsc_available(const char *root)
 			return 1;
 	return 0;
 }
+
+/* Whether the first CPU's flags in /proc/cpuinfo have flag: 1, 0, -1. */
+static int cpuinfo_flag(const char *flag)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = -1;
+
+	if (!f)
+		return -1;
+	while (found < 0 && getline(&line, &cap, f) > 0) {
+		char *colon = strchr(line, ':');
+
+		if (strncmp(line, "flags", 5) != 0 || !colon)
+			continue;
+		found = 0;
+		for (char *save = NULL, *w = strtok_r(colon + 1, " \n", &save); w;
+		     w = strtok_r(NULL, " \n", &save))
+			if (!strcmp(w, flag))
+				found = 1;
+	}
+	free(line);
+	(void)fclose(f);
+	return found;
+}
+
+int tsc__kernel_known_freq(const char *root)
+{
+	uint64_t v = 0;	/* the analyser cannot see that an error leaves it unread */
+	int err = tsc__read_u64(root, "/devices/system/cpu/tsc/tsc_known_freq", &v);
+
+	tsc__clear_error();
+	if (!err)
+		return v <= 1 ? (int)v : -1;
+	/* /proc/cpuinfo is this machine's: no answer for another root. */
+	if (err != -ENOENT || strcmp(tsc__sysfs_root(root), "/sys") != 0)
+		return -1;
+	return cpuinfo_flag("tsc_known_freq");
+}

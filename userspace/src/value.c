@@ -12,7 +12,7 @@
 __extension__ typedef unsigned __int128 u128;
 
 int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
-		  uint64_t den, double precision_ppm)
+		  uint64_t den, double precision_ppm, enum tsc_reference ref)
 {
 	/* Compare num/den with the limits without dividing: no rounding. */
 	if (!den || (u128)num < (u128)TSC_MIN_HZ * den ||
@@ -25,6 +25,8 @@ int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
 	f->den = den;
 	f->hz = (double)num / (double)den;
 	f->precision_ppm = precision_ppm;
+	f->precision_of = ref;
+	f->reserved32 = 0;
 	memset(f->reserved, 0, sizeof(f->reserved));
 	f->detail[0] = '\0';
 	return 0;

@@ -8,7 +8,9 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_sysfs.h"
 #include "internal.h"
@@ -284,6 +286,101 @@ TEST_F(rank, nominal_value_a_calibration_confirms)
 TEST_F(rank, nominal_value_a_calibration_contradicts)
 {
 	nominal_checked(_metadata, self->dir, 1.01, false);
+}
+
+/* Write text to root/rel, its directories made. */
+static void put_file(struct __test_metadata *_metadata, const char *root, const char *rel,
+		     const char *text)
+{
+	char path[256], cmd[320];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s%s", root, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p $(dirname %s)", path);
+	ASSERT_EQ(0, system(cmd));
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	fputs(text, f);
+	ASSERT_EQ(0, fclose(f));
+}
+
+/*
+ * An agreement is a confirmation only where the calibration rests on
+ * another reference than the value: this machine's own rate, as a crystal,
+ * a KVM leaf or the kernel's file, under a sysfs (through TSC_SYSFS_ROOT,
+ * which the calibration reads too) whose clocksource and tsc_known_freq
+ * each case sets.  What the calibration is relative to follows the
+ * clocksource; the detail says "the same evidence" exactly where it is.
+ */
+TEST_F(rank, same_evidence_is_no_confirmation)
+{
+	static const struct {
+		const char *clocksource, *known;	/* known NULL: no file */
+		int machine;				/* crystal, KVM leaf, file */
+		enum tsc_reference cal_ref;
+		const char *same;			/* NULL: a confirmation */
+	} cases[] = {
+		{ "tsc", "1", 0, TSC_REFERENCE_KERNEL, "which the kernel took as known (tsc_known_freq)" },
+		{ "tsc", "0", 0, TSC_REFERENCE_KERNEL, NULL },
+		{ "tsc", NULL, 0, TSC_REFERENCE_KERNEL, "which nothing says the kernel measured" },
+		{ "hpet", "1", 0, TSC_REFERENCE_CLOCKSOURCE, NULL },
+		{ "acpi_pm", NULL, 1, TSC_REFERENCE_CLOCKSOURCE, NULL },
+		{ "kvm-clock", "0", 1, TSC_REFERENCE_HYPERVISOR, "the TSC at the hypervisor's rate, as this figure gives it" },
+		{ "kvm-clock", "0", 0, TSC_REFERENCE_HYPERVISOR, NULL },
+		{ "tsc", "0", 2, TSC_REFERENCE_KERNEL, "the kernel's tsc_khz, this value's own origin" },
+		{ "kvm-clock", "1", 2, TSC_REFERENCE_HYPERVISOR, "from which the kernel took its tsc_khz as known" },
+		{ "hpet", "0", 2, TSC_REFERENCE_CLOCKSOURCE, NULL },
+	};
+	struct tsc_freq cal, f;
+	char khz_text[32];
+	uint32_t khz;
+
+	ASSERT_EQ(0, tsc_freq_calibrate(&cal, 0, 50)) TH_LOG("%s", tsc_last_error());
+	khz = (uint32_t)(cal.hz / 1e3 + 0.5);
+	snprintf(khz_text, sizeof(khz_text), "%u\n", khz);
+	ASSERT_EQ(0, setenv("TSC_SYSFS_ROOT", self->dir, 1));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct leaf crystal_here[] = {
+			{ 0, { .eax = 0x15 } },
+			{ 0x15, { .eax = 1, .ebx = khz, .ecx = 1000 } },
+		};
+		const struct leaf kvm_here[] = {
+			{ 1, { .ecx = HV_BIT } },
+			{ 0x40000000, { .eax = 0x40000010, SIG_KVM } },
+			{ 0x40000010, { .eax = khz } },
+		};
+		const struct machine m[] = { MACHINE(crystal_here), MACHINE(kvm_here),
+					     MACHINE(crystal_here) };
+		struct tsc__machine src = { machine_cpuid, (void *)&m[cases[i].machine], NULL };
+		bool file = cases[i].machine == 2;
+		/* The kernel's file is checked only when asked: verify. */
+		TSC_OPTS(o, .sysfs_root = self->dir, .calibrate_max_ms = 20, .verify = file);
+		char path[128];
+
+		put_file(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
+			 cases[i].clocksource);
+		snprintf(path, sizeof(path), "%s/devices/system/cpu/tsc/tsc_known_freq", self->dir);
+		unlink(path);
+		if (cases[i].known)
+			put_file(_metadata, self->dir, "/devices/system/cpu/tsc/tsc_known_freq", cases[i].known);
+		snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu0/tsc_freq_khz", self->dir);
+		unlink(path);
+		if (file)
+			put_file(_metadata, self->dir, "/devices/system/cpu/cpu0/tsc_freq_khz", khz_text);
+		ASSERT_EQ(0, tsc_freq_calibrate(&cal, 0, 20)) TH_LOG("%s", tsc_last_error());
+		EXPECT_EQ(cases[i].cal_ref, cal.precision_of) TH_LOG("%s", cal.detail);
+		ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
+		TH_LOG("%s, known %s: %s", cases[i].clocksource, cases[i].known ? cases[i].known : "-",
+		       f.detail);
+		EXPECT_EQ(file ? TSC_SOURCE_SYSFS : cases[i].machine ? TSC_SOURCE_HYPERVISOR :
+			  TSC_SOURCE_CPUID, f.source);
+		EXPECT_NE(NULL, strstr(f.detail, file ? "; verified: a calibration agrees" :
+				       "; a 20 ms calibration agrees: "));
+		EXPECT_EQ(cases[i].same != NULL, strstr(f.detail, ", the same evidence, not a confirmation") != NULL);
+		if (cases[i].same)
+			EXPECT_NE(NULL, strstr(f.detail, cases[i].same));
+	}
+	unsetenv("TSC_SYSFS_ROOT");
 }
 
 /* The kernel's value, when there is one, outranks them all. */

@@ -146,6 +146,56 @@ TEST_F(root, unstable_tsc_means_unrefined)
 	}
 }
 
+/*
+ * The module's tsc/tsc_known_freq: a rate the kernel took as known it
+ * never estimated, so a TSC marked unstable casts no doubt on it; each
+ * case says in detail how the kernel came by the rate, and what the
+ * precision is of (the kernel's figure, or the true rate for a doubt).
+ */
+TEST_F(root, known_freq_is_never_an_estimate)
+{
+	static const struct {
+		const char *known;	/* NULL: no file */
+		bool doubt;
+		const char *how;
+	} cases[] = {
+		{ "1\n", false, "taken by the kernel as known, never measured (tsc_known_freq)" },
+		{ "0\n", true, "measured by the kernel at boot" },
+		{ NULL, true, "how the kernel came by it unknown" },
+		{ "7\n", true, "how the kernel came by it unknown" },
+	};
+	char dir[160], known[192];
+	struct tsc_freq f;
+
+	snprintf(dir, sizeof(dir), "%s/devices/system/cpu/tsc", self->dir);
+	ASSERT_EQ(0, mkdir(dir, 0755));
+	snprintf(known, sizeof(known), "%s/unstable", dir);
+	put(_metadata, known, "1\n", 2);
+	snprintf(known, sizeof(known), "%s/tsc_known_freq", dir);
+	put(_metadata, self->file, "2598022\n", 8);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bool doubt = !cases[i].doubt;
+
+		unlink(known);
+		if (cases[i].known)
+			put(_metadata, known, cases[i].known, strlen(cases[i].known));
+		ASSERT_EQ(0, tsc__freq_from_sysfs(&f, self->dir, &doubt));
+		TH_LOG("%s: %s", cases[i].known ? cases[i].known : "(none)", f.detail);
+		EXPECT_EQ(cases[i].doubt, doubt);
+		EXPECT_EQ(cases[i].doubt ? TSC_REFERENCE_TRUE : TSC_REFERENCE_KERNEL, f.precision_of);
+		if (!cases[i].doubt)
+			EXPECT_NE(NULL, strstr(f.detail, cases[i].how));
+		/* The reason to doubt replaces the account: the known case's stays. */
+		EXPECT_EQ(!cases[i].doubt, strstr(f.detail, "maybe not refined") == NULL);
+	}
+	unlink(known);
+	snprintf(known, sizeof(known), "%s/unstable", dir);
+	put(_metadata, known, "0\n", 2);
+	ASSERT_EQ(0, tsc_freq_from_sysfs(&f, self->dir));
+	EXPECT_NE(NULL, strstr(f.detail, "2598022 kHz, how the kernel came by it unknown")) TH_LOG("%s", f.detail);
+	EXPECT_EQ(TSC_REFERENCE_KERNEL, f.precision_of);
+}
+
 TEST_F(root, missing_huge_unreadable)
 {
 	char big[100000];
@@ -238,6 +288,8 @@ TEST(cpuid_leaf_15)
 	EXPECT_EQ(2592000000u, f.num / f.den);
 	EXPECT_EQ(0u, f.num % f.den);
 	EXPECT_EQ(TSC__CRYSTAL_PPM, f.precision_ppm);
+	EXPECT_EQ(TSC_REFERENCE_TRUE, f.precision_of);	/* a rated crystal's tolerance */
+	EXPECT_STREQ("true", tsc_reference_name(f.precision_of));
 	/* No crystal: no answer; leaf 0x16's base MHz is named, not taken. */
 	l15.ecx = 0;
 	EXPECT_EQ(-ENODATA, tsc__freq_from_leaf15(&f, &l15, &l16));
@@ -267,6 +319,8 @@ TEST(hypervisor_leaf)
 	ASSERT_EQ(0, tsc__freq_from_leaf40000010(&f, &leaf));
 	EXPECT_EQ(TSC_SOURCE_HYPERVISOR, f.source);
 	EXPECT_EQ(2600002000u, f.num / f.den);
+	EXPECT_EQ(TSC_REFERENCE_HYPERVISOR, f.precision_of);
+	EXPECT_STREQ("hypervisor", tsc_reference_name(f.precision_of));
 	leaf.eax = 0;
 	EXPECT_EQ(-ENODATA, tsc__freq_from_leaf40000010(&f, &leaf));
 	leaf.eax = 999;

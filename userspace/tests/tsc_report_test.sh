@@ -48,7 +48,7 @@ PY
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 28
+ktap_plan 29
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--sysfs-root" \
@@ -61,9 +61,9 @@ fake_clock_page "$tmp/good" $ci $tick
 rate=$(python3 -c "print($ci * 1000 * 10**9 * 2**32 // $tick)")
 "$tool" --sysfs-root "$tmp/good" --json > "$tmp/good.json"; st=$?
 ktap_check "JSON from the module's files validates against the schema" valid_json "$tmp/good.json" "$schema"
-got=$(json "$tmp/good.json" '(j["frequency"]["source"], j["frequency"]["hz"], j["offsets"]["source"], j["offsets"]["cpus"][1], j["kernel"])')
+got=$(json "$tmp/good.json" '(j["frequency"]["source"], j["frequency"]["hz"], j["frequency"]["precision_of"], j["offsets"]["source"], j["offsets"]["cpus"][1], j["kernel"])')
 echo "# $got"
-ktap_check "and carries their values" test "$got" = "('sysfs', 2600002000.0, 'module', {'cpu': 1, 'status': 'measured', 'offset_ticks': -40, 'min_ticks': -150, 'max_ticks': 100, 'probes': 1000, 'consistent': True}, {'clocksource': 'tsc', 'unstable': False})"
+ktap_check "and carries their values" test "$got" = "('sysfs', 2600002000.0, 'kernel', 'module', {'cpu': 1, 'status': 'measured', 'offset_ticks': -40, 'min_ticks': -150, 'max_ticks': 100, 'probes': 1000, 'consistent': True}, {'clocksource': 'tsc', 'unstable': False})"
 got=$(json "$tmp/good.json" '(j["sysclock"]["path"], j["sysclock"]["rate_millihz"])')
 echo "# sysclock: $got; $(json "$tmp/good.json" 'j["sysclock"]["why"]')"
 ktap_check "the system clock: the page's path, at its rate ($rate mHz)" test "$got" = "('kernel', $rate)"
@@ -74,6 +74,7 @@ ktap_check "exit status is the verdict ($want)" test $st = "$want" -a "$(json "$
 "$tool" --sysfs-root "$tmp/good" --prometheus > "$tmp/good.prom"
 ktap_check "promtool accepts the Prometheus text" promtool check metrics < "$tmp/good.prom"
 ktap_check "which carries the values" grep -qx 'tsc_frequency_hertz{source="sysfs"} 2600002000.000' "$tmp/good.prom"
+ktap_check "and what the precision is of" grep -qx 'tsc_frequency_precision_ratio{of="kernel"} 1.92308e-07' "$tmp/good.prom"
 ktap_check "offsets in seconds" grep -qx 'tsc_offset_seconds{cpu="1",measured_by="module"} -1.53846e-08' "$tmp/good.prom"
 ktap_check "the timekeeper's rate in hertz, to the millihertz" \
 	grep -qx "tsc_timekeeper_frequency_hertz $((rate / 1000)).$(printf %03d $((rate % 1000)))" "$tmp/good.prom"

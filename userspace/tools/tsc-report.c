@@ -64,6 +64,24 @@ struct sysclock_view {
 	uint64_t millihz;
 };
 
+/* What the precision is of, in words. */
+static const char *precision_of(const struct tsc_freq *f)
+{
+	switch (f->precision_of) {
+	case TSC_REFERENCE_KERNEL:
+		return "of the kernel's tsc_khz";
+	case TSC_REFERENCE_HYPERVISOR:
+		return "of the hypervisor's figure";
+	case TSC_REFERENCE_CLOCKSOURCE:
+		return "of CLOCK_MONOTONIC_RAW";
+	case TSC_REFERENCE_TRUE:
+		return "of the TSC's true rate";
+	case TSC_REFERENCE_UNSTATED:
+		break;
+	}
+	return "of an unstated reference";
+}
+
 static double ticks_to_ns(const struct tsc_freq *f, double ticks)
 {
 	return ticks * 1e9 / f->hz;
@@ -74,8 +92,8 @@ static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc
 {
 	const struct tsc_freq *f = &clk->freq;
 
-	fprintf(out, "Frequency      %.3f Hz +-%.3g ppm, from %s\n", f->hz,
-	       f->precision_ppm, tsc_source_name(f->source));
+	fprintf(out, "Frequency      %.3f Hz +-%.3g ppm %s, from %s\n", f->hz,
+	       f->precision_ppm, precision_of(f), tsc_source_name(f->source));
 	fprintf(out, "               %s\n", f->detail);
 	fprintf(out, "Conversion     ns = ticks * %llu + (ticks * 0x%016llx) >> 64\n",
 	       (unsigned long long)clk->conv.ns_int, (unsigned long long)clk->conv.ns_frac);
@@ -128,9 +146,11 @@ static void print_json(FILE *out, const struct tsc_clock *clk, const struct tsc_
 	bool first = true;
 
 	fprintf(out, "{\n  \"schema_version\": 1,\n  \"frequency\": {\"hz\": %.3f, \"num\": %llu, "
-	       "\"den\": %llu, \"source\": \"%s\", \"precision_ppm\": %.6g, \"detail\": ",
+	       "\"den\": %llu, \"source\": \"%s\", \"precision_ppm\": %.6g, "
+	       "\"precision_of\": \"%s\", \"detail\": ",
 	       f->hz, (unsigned long long)f->num, (unsigned long long)f->den,
-	       tsc_source_name(f->source), f->precision_ppm);
+	       tsc_source_name(f->source), f->precision_ppm,
+	       tsc_reference_name(f->precision_of));
 	cli_json_str(out, f->detail);
 	/* 64-bit fractions as hex strings: JSON numbers are doubles to many parsers. */
 	fprintf(out, "},\n  \"conversion\": {\"ns_int\": %llu, \"ns_frac\": \"0x%016llx\", "
@@ -207,8 +227,9 @@ static void print_prometheus(FILE *out, const struct tsc_clock *clk, const struc
 	prom_head(out, "tsc_frequency_hertz", "TSC frequency, from the source labelled.");
 	fprintf(out, "tsc_frequency_hertz{source=\"%s\"} %.3f\n", tsc_source_name(f->source), f->hz);
 	prom_head(out, "tsc_frequency_precision_ratio",
-		  "How far the frequency may be from the truth, as a fraction of it.");
-	fprintf(out, "tsc_frequency_precision_ratio %.6g\n", f->precision_ppm * 1e-6);
+		  "How far the frequency may be from the rate of the reference labelled, as a fraction of it.");
+	fprintf(out, "tsc_frequency_precision_ratio{of=\"%s\"} %.6g\n",
+		tsc_reference_name(f->precision_of), f->precision_ppm * 1e-6);
 	prom_head(out, "tsc_invariant", "1 if the CPU promises an invariant TSC (CPUID 0x80000007 EDX[8]).");
 	fprintf(out, "tsc_invariant %d\n", r->invariant_tsc);
 	if (r->kernel_unstable >= 0) {
