@@ -4,7 +4,8 @@
  * anchored before it is found wrong after it (a suspend since the anchor,
  * or a TSC that restarted below the anchor), and a clock anchored after it
  * is right.  With the module loaded, the exact system clocks are checked
- * across it.
+ * across it; and a disciplined clock, which reads no MONOTONIC ahead of
+ * the system's after it.
  *
  * Run as root, from the guest's tmpfs and linked statically (make
  * vm-suspend): the guest's 9p shares do not come back from a suspend, so
@@ -25,10 +26,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -325,6 +329,108 @@ TEST_F(suspend, exact_across_it)
 	}
 	/* Still the TSC: the flags change only with the clocksource. */
 	EXPECT_EQ(TSC_TIMEPAGE_TSC, s.page->flags);
+	tsc_sysclock_fini(&s);
+}
+
+struct ahead {
+	const struct tsc_sysclock *s;
+	sem_t go;
+	atomic_bool stop;
+	unsigned long samples;
+	int64_t most;		/* the furthest a reading was ahead of clock_gettime() after it */
+};
+
+/*
+ * Once told to go, the disciplined MONOTONIC, then clock_gettime()'s,
+ * until told to stop.
+ */
+static void *sample_ahead(void *arg)
+{
+	struct ahead *a = arg;
+
+	while (sem_wait(&a->go))
+		;
+	while (!atomic_load(&a->stop)) {
+		int64_t v = (int64_t)tsc_sysclock_monotonic(a->s);
+		int64_t b = (int64_t)sysclock_sys(SYSCLOCK_MONO);
+
+		if (v - b > a->most)
+			a->most = v - b;
+		a->samples++;
+	}
+	return NULL;
+}
+
+/*
+ * A disciplined clock with its helper, across a suspend: no reading of its
+ * MONOTONIC after the suspend is ahead of clock_gettime()'s.  The helper's
+ * lease (a second) has lapsed by the time the tasks thaw, after a
+ * suspend longer than that, so the readers take clock_gettime() until the
+ * helper's sync, which the resume wakes at once; a reader that took the
+ * page would read ahead by the time asleep that MONOTONIC did not count
+ * (2.4 s here).  The clock is disciplined by pointing it at a sysfs
+ * without the module's page; its own error, microseconds, is allowed.
+ *
+ * The reader must run after the thaw before the helper does, which on
+ * this guest's one CPU takes a reader thawed first (the freezer thaws
+ * threads in the order they were made: this one is made before the
+ * clock's helper) that is SCHED_FIFO, as the library's users often are,
+ * so that nothing runs beside it but in the scheduler's 5% for the rest.
+ * Made after the helper, it read nothing ahead even without the lease:
+ * the helper's sync came first.  Without the lease (the three-period
+ * bound alone) this reader was 2.46 s ahead after 2.46 s asleep.
+ */
+#define DISCIPLINED_ERROR_NS	5000000		/* under TCG, far below a suspend */
+/* A sysfs root with no page (made on the guest's tmpfs), each directory in turn. */
+#define NO_PAGE_ROOT	"/tmp/suspend-no-page\0/tmp/suspend-no-page/devices\0" \
+			"/tmp/suspend-no-page/devices/system\0" \
+			"/tmp/suspend-no-page/devices/system/cpu\0"
+
+TEST_F(suspend, disciplined_never_ahead)
+{
+	TSC_SYSCLOCK_OPTS(o, .sysfs_root = "/tmp/suspend-no-page",
+			  .discipline = TSC_DISCIPLINE_HELPER);
+	TSC_SYSCLOCK(s);
+	struct ahead a = { .s = &s };
+	uint64_t asleep0, mono0;
+	struct sched_param fifo = { .sched_priority = 1 };
+	const char *step, *dir;
+	pthread_attr_t attr;
+	pthread_t t;
+	int err;
+
+	if (!can_suspend(_metadata, variant))
+		return;
+	for (dir = NO_PAGE_ROOT; *dir; dir += strlen(dir) + 1) {
+		ASSERT_TRUE(!mkdir(dir, 0755) || errno == EEXIST)
+			TH_LOG("%s: %s", dir, strerror(errno));
+	}
+	ASSERT_EQ(0, sem_init(&a.go, 0, 0));
+	ASSERT_EQ(0, pthread_attr_init(&attr));
+	ASSERT_EQ(0, pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED));
+	ASSERT_EQ(0, pthread_attr_setschedpolicy(&attr, SCHED_FIFO));
+	ASSERT_EQ(0, pthread_attr_setschedparam(&attr, &fifo));
+	ASSERT_EQ(0, pthread_create(&t, &attr, sample_ahead, &a));
+	pthread_attr_destroy(&attr);
+	ASSERT_EQ(0, tsc_sysclock_init(&s, &o)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, s.path) TH_LOG("%s", s.why);
+	/* Two seconds of syncs to converge on the system's clocks. */
+	sleep(2);
+	asleep0 = asleep_since_boot();
+	mono0 = sysclock_sys(SYSCLOCK_MONO);
+	ASSERT_EQ(0, sem_post(&a.go));
+	usleep(500000);
+	err = suspend(variant, &step);
+	sleep(1);
+	atomic_store(&a.stop, true);
+	pthread_join(t, NULL);
+	sem_destroy(&a.go);
+	ASSERT_EQ(0, err) TH_LOG("%s: %s", step, strerror(-err));
+	TH_LOG("%lu samples over %.3f s, %.3f s asleep by BOOTTIME: the furthest ahead %lld ns",
+	       a.samples, (double)(sysclock_sys(SYSCLOCK_MONO) - mono0) / 1e9,
+	       (double)(int64_t)(asleep_since_boot() - asleep0) / 1e9, (long long)a.most);
+	EXPECT_LE(1000, a.samples);
+	EXPECT_GT(DISCIPLINED_ERROR_NS, a.most);
 	tsc_sysclock_fini(&s);
 }
 

@@ -306,7 +306,8 @@ struct tsc_sysclock {
 	 * (1.2): past it the page is stale, and the reading is
 	 * clock_gettime()'s.  The kernel's page: its clocksource's
 	 * max_cycles, as the vDSO bounds itself; the library's disciplined
-	 * one: three sync periods.  Below 2^63, so that a reading before
+	 * one: three sync periods, and with the helper a second past its
+	 * last renewal (four a second).  Below 2^63, so that a reading before
 	 * cycle_last, whose difference wraps, is past it too.
 	 * tsc_sysclock_init() sets it.
 	 */

@@ -29,11 +29,13 @@
  * new init stop the helper first, then retire the block, both pages odd.
  *
  * A page is read for three sync periods past its segment's start at most
- * (tsc__discipline_max_delta()): a helper starved, a caller that stopped
- * syncing, a fork's child (which has no helper, and whose clocks the
- * fork handler sends to clock_gettime() at once) and a suspend longer
+ * (tsc__discipline_max_delta()), and with a helper for a second past the
+ * helper's last renewal (renew()): a helper starved, a caller that
+ * stopped syncing, a fork's child (which has no helper, and whose clocks
+ * the fork handler sends to clock_gettime() at once) and a suspend longer
  * than that, all leave a page that nobody moves on, and extrapolating it
- * would add an error that grows with time.  Past the bound the readers
+ * would add an error that grows with time (after a suspend, the time
+ * asleep, which MONOTONIC does not count).  Past the bound the readers
  * read clock_gettime(), within the clock's error of where it was.
  *
  * The readers are given one of two pages and the writer fills the other,
@@ -63,6 +65,8 @@
 __extension__ typedef unsigned __int128 u128;
 
 #define SYNC_PERIOD_MS	1000
+#define LEASE_NS	1000000000	/* the helper's page is read this long past a renewal */
+#define RENEW_MS	250
 #define CONVERGE_S	1.0		/* an error is slewed out over this */
 #define MAX_SLEW	1e-3		/* 1000 ppm: NTP slews at up to 500 */
 #define STEP_NS		10000000	/* MONOTONIC off by more: step */
@@ -108,6 +112,7 @@ struct tsc__discipline {
 	char root[256];			/* sysfs, for the kernel's word on tsc */
 	/* The helper, if asked for; pid: a fork's child has none. */
 	bool helper;
+	bool leased;			/* readers held to LEASE_NS: a helper renews */
 	pid_t pid;
 	pthread_t thread;
 	int stop_fd, set_fd;
@@ -213,6 +218,12 @@ static void fill(struct tsc__discipline *d)
 	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELEASE);
 }
 
+/* LEASE_NS in ticks of the current segment. */
+static uint64_t lease_ticks(const struct tsc__discipline *d)
+{
+	return (uint64_t)(LEASE_NS / ldexp(d->seg.mult, -(int)d->seg.shift));
+}
+
 /* The writer's TSC after everything it stored before: fence, then lfence (AMD too). */
 static uint64_t tsc_after_stores(void)
 {
@@ -224,9 +235,12 @@ static uint64_t tsc_after_stores(void)
 static uint64_t swap(struct tsc__discipline *d)
 {
 	struct tscfk_clock_page *p = &d->pages[!d->cur].p, *old = &d->pages[d->cur].p;
+	uint64_t bound = p->max_cycles;
 
+	if (d->leased && lease_ticks(d) < bound)
+		bound = lease_ticks(d);		/* the segment starts now */
 	/* The bound first: the page's release store publishes it too. */
-	__atomic_store_n(&d->clock->max_delta, p->max_cycles, __ATOMIC_RELAXED);
+	__atomic_store_n(&d->clock->max_delta, bound, __ATOMIC_RELAXED);
 	__atomic_store_n(&d->clock->page, (const volatile struct tsc_timepage *)p,
 			 __ATOMIC_RELEASE);
 	d->cur = !d->cur;
@@ -412,6 +426,30 @@ int tsc__discipline_sync(struct tsc__discipline *d)
 	return ret;
 }
 
+/*
+ * The helper's lease on the page: readers extrapolate it LEASE_NS past the
+ * helper's last renewal at most, rather than three sync periods past its
+ * start.  A suspend that the TSC counts through freezes the helper with
+ * every other task, and MONOTONIC does not count it: after one longer than
+ * the lease, every reader reads clock_gettime() until the helper's sync,
+ * which the resume wakes at once, instead of reading ahead by the time
+ * asleep.  A shorter suspend no reader can see.  A helper starved for a
+ * second is caught the same way.  Never past the segment's own bound,
+ * three periods, which holds while syncs keep failing.
+ */
+static void renew(struct tsc__discipline *d)
+{
+	pthread_mutex_lock(&d->lock);
+	if (d->leased && d->have_seg && !d->unusable) {
+		const struct tscfk_clock_page *p = &d->pages[d->cur].p;
+		uint64_t lease = tsc_rdtsc_ordered() - d->seg.t0 + lease_ticks(d);
+
+		__atomic_store_n(&d->clock->max_delta, lease < p->max_cycles ? lease : p->max_cycles,
+				 __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
 /* A CANCEL_ON_SET timer: readable (ECANCELED) when the clock is set or the system resumes. */
 static int arm_set_fd(int fd)
 {
@@ -423,25 +461,33 @@ static int arm_set_fd(int fd)
 static void *helper(void *arg)
 {
 	struct tsc__discipline *d = arg;
+	int64_t synced = tsc__ns_now(CLOCK_MONOTONIC);
 
 	for (;;) {
 		struct pollfd fds[2] = {
 			{ .fd = d->stop_fd, .events = POLLIN },
 			{ .fd = d->set_fd, .events = POLLIN },
 		};
-		int n = poll(fds, d->set_fd >= 0 ? 2 : 1, SYNC_PERIOD_MS);
+		int n = poll(fds, d->set_fd >= 0 ? 2 : 1, RENEW_MS);
+		bool now = false;
 
 		if (n > 0 && fds[0].revents)
 			break;
 		if (n > 0 && fds[1].revents) {
 			uint64_t expired;
 
-			/* ECANCELED: the clock was set; re-arm, then sync now. */
+			/* ECANCELED: the clock was set or the system resumed; re-arm, sync now. */
 			if (read(d->set_fd, &expired, sizeof(expired)) < 0)
 				(void)arm_set_fd(d->set_fd);
+			now = true;
+		}
+		if (!now && tsc__ns_now(CLOCK_MONOTONIC) - synced < SYNC_PERIOD_MS * 1000000LL) {
+			renew(d);
+			continue;
 		}
 		/* A sample too noisy now is taken again next time. */
 		(void)tsc__discipline_sync(d);
+		synced = tsc__ns_now(CLOCK_MONOTONIC);
 	}
 	return NULL;
 }
@@ -656,6 +702,8 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 	d->last_t = s.t;
 	d->last_mono = s.mono;
 	d->sync_mono = s.mono;
+	/* The first page on a lease already: the helper renews it from its start. */
+	d->leased = helper;
 	new_segment(d, d->ns_per_tick, true, s.t, s.mono);
 	if (helper) {
 		err = start_helper(d, inherit, where, sizeof(where));

@@ -382,6 +382,49 @@ TEST_F(disc, syncs_stop)
 }
 
 /*
+ * The helper holds the page on a lease: at every moment the readers may
+ * extrapolate it at most a second further (so that a longer suspend,
+ * which the helper sleeps through, sends them to clock_gettime()), and,
+ * renewed four times a second, the lease never lapses while the helper
+ * runs.  Sampled every 2 ms for 3 s, three syncs; a sample is kept only
+ * if neither the bound nor the page moved while it was taken.
+ */
+TEST_F(disc, the_helper_holds_a_lease)
+{
+	TSC_SYSCLOCK(c);
+	struct tsc_clock clk = { .sz = sizeof(clk) };
+	double most = 0, least = INFINITY;
+	int64_t end;
+	int kept = 0;
+
+	ASSERT_EQ(0, tsc_clock_init(&clk, NULL)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER)) TH_LOG("%s", tsc_last_error());
+	end = now(CLOCK_MONOTONIC) + 3000000000;
+	while (now(CLOCK_MONOTONIC) < end) {
+		uint64_t m1 = __atomic_load_n(&c.max_delta, __ATOMIC_ACQUIRE);
+		const volatile struct tsc_timepage *p = __atomic_load_n(&c.page, __ATOMIC_ACQUIRE);
+		uint64_t t = tsc_rdtsc_ordered();
+		double ahead;
+
+		if (m1 != __atomic_load_n(&c.max_delta, __ATOMIC_ACQUIRE) ||
+		    p != __atomic_load_n(&c.page, __ATOMIC_ACQUIRE)) {
+			usleep(2000);
+			continue;
+		}
+		ahead = ((double)m1 - (double)(t - p->cycle_last)) / clk.freq.hz;
+		most = ahead > most ? ahead : most;
+		least = ahead < least ? ahead : least;
+		kept++;
+		usleep(2000);
+	}
+	TH_LOG("%d samples: the page could be read %.3f to %.3f s further", kept, least, most);
+	EXPECT_LT(500, kept);
+	EXPECT_GE(1.001, most);		/* the lease, and the rounding of a rate */
+	EXPECT_LT(0.0, least);		/* never lapsed */
+	tsc_sysclock_fini(&c);
+}
+
+/*
  * A fork's child has no helper, and may not sync the parent's clock: its
  * disciplined clocks read clock_gettime() from the fork on (the fork
  * handler), whatever their page held, and finish.  With a helper and
