@@ -32,6 +32,22 @@ static inline void fake_root(struct __test_metadata *_metadata, char *dir,
 	ASSERT_EQ(0, fclose(f));
 }
 
+/* Write content to dir/rel, its directories made. */
+static inline void fake_put(struct __test_metadata *_metadata, const char *dir,
+			    const char *rel, const char *content)
+{
+	char path[256], cmd[300];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s%s", dir, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p $(dirname %s)", path);
+	ASSERT_EQ(0, system(cmd));
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	fputs(content, f);
+	ASSERT_EQ(0, fclose(f));
+}
+
 static inline void remove_root(const char *dir)
 {
 	char cmd[128];

@@ -234,6 +234,29 @@ TEST_F(rank, perf_page_after_the_module)
 	remove_root(dir);
 }
 
+/* A rate given as a crystal's ratio (m[0]) and as a KVM leaf (m[1]). */
+struct machines_at {
+	struct leaf crystal[2], kvm[3];
+	struct machine m[2];
+};
+
+static void machines_at(struct machines_at *h, uint32_t khz)
+{
+	*h = (struct machines_at){
+		.crystal = {
+			{ 0, { .eax = 0x15 } },
+			{ 0x15, { .eax = 1, .ebx = khz, .ecx = 1000 } },
+		},
+		.kvm = {
+			{ 1, { .ecx = HV_BIT } },
+			{ 0x40000000, { .eax = 0x40000010, SIG_KVM } },
+			{ 0x40000010, { .eax = khz } },
+		},
+	};
+	h->m[0] = (struct machine)MACHINE(h->crystal);
+	h->m[1] = (struct machine)MACHINE(h->kvm);
+}
+
 /*
  * By default a nominal value must agree with a short calibration: this
  * machine's own rate, given as a crystal's ratio and as a KVM leaf, is
@@ -245,35 +268,22 @@ static void nominal_checked(struct __test_metadata *_metadata, const char *dir,
 {
 	TSC_OPTS(o, .sysfs_root = dir, .calibrate_max_ms = 20);
 	struct tsc_freq cal, f;
-	uint32_t khz;
+	struct machines_at here;
 
 	ASSERT_EQ(0, tsc_freq_calibrate(&cal, 0, 50)) TH_LOG("%s", tsc_last_error());
-	khz = (uint32_t)(cal.hz * scale / 1e3 + 0.5);
-	{
-		const struct leaf crystal_here[] = {
-			{ 0, { .eax = 0x15 } },
-			{ 0x15, { .eax = 1, .ebx = khz, .ecx = 1000 } },
-		};
-		const struct leaf kvm_here[] = {
-			{ 1, { .ecx = HV_BIT } },
-			{ 0x40000000, { .eax = 0x40000010, SIG_KVM } },
-			{ 0x40000010, { .eax = khz } },
-		};
-		const struct machine m[] = { MACHINE(crystal_here), MACHINE(kvm_here) };
+	machines_at(&here, (uint32_t)(cal.hz * scale / 1e3 + 0.5));
+	for (int i = 0; i < 2; i++) {
+		struct tsc__machine src = { machine_cpuid, (void *)&here.m[i], NULL };
 
-		for (int i = 0; i < 2; i++) {
-			struct tsc__machine src = { machine_cpuid, (void *)&m[i], NULL };
-
-			ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
-			TH_LOG("%s: %s", tsc_source_name(f.source), f.detail);
-			if (taken) {
-				EXPECT_EQ(i ? TSC_SOURCE_HYPERVISOR : TSC_SOURCE_CPUID, f.source);
-				EXPECT_NE(NULL, strstr(f.detail, "; a 20 ms calibration agrees: "));
-			} else {
-				EXPECT_EQ(TSC_SOURCE_CALIBRATION, f.source);
-				EXPECT_NE(NULL, strstr(f.detail, "but a 20 ms calibration found"));
-				EXPECT_NE(NULL, strstr(f.detail, "ppm apart, more than 100"));
-			}
+		ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
+		TH_LOG("%s: %s", tsc_source_name(f.source), f.detail);
+		if (taken) {
+			EXPECT_EQ(i ? TSC_SOURCE_HYPERVISOR : TSC_SOURCE_CPUID, f.source);
+			EXPECT_NE(NULL, strstr(f.detail, "; a 20 ms calibration agrees: "));
+		} else {
+			EXPECT_EQ(TSC_SOURCE_CALIBRATION, f.source);
+			EXPECT_NE(NULL, strstr(f.detail, "but a 20 ms calibration found"));
+			EXPECT_NE(NULL, strstr(f.detail, "ppm apart, more than 100"));
 		}
 	}
 }
@@ -286,22 +296,6 @@ TEST_F(rank, nominal_value_a_calibration_confirms)
 TEST_F(rank, nominal_value_a_calibration_contradicts)
 {
 	nominal_checked(_metadata, self->dir, 1.01, false);
-}
-
-/* Write text to root/rel, its directories made. */
-static void put_file(struct __test_metadata *_metadata, const char *root, const char *rel,
-		     const char *text)
-{
-	char path[256], cmd[320];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s%s", root, rel);
-	snprintf(cmd, sizeof(cmd), "mkdir -p $(dirname %s)", path);
-	ASSERT_EQ(0, system(cmd));
-	f = fopen(path, "w");
-	ASSERT_NE(NULL, f);
-	fputs(text, f);
-	ASSERT_EQ(0, fclose(f));
 }
 
 /*
@@ -331,6 +325,7 @@ TEST_F(rank, same_evidence_is_no_confirmation)
 		{ "kvm-clock", "1", 2, TSC_REFERENCE_HYPERVISOR, "from which the kernel took its tsc_khz as known" },
 		{ "hpet", "0", 2, TSC_REFERENCE_CLOCKSOURCE, NULL },
 	};
+	struct machines_at here;
 	struct tsc_freq cal, f;
 	char khz_text[32];
 	uint32_t khz;
@@ -338,35 +333,27 @@ TEST_F(rank, same_evidence_is_no_confirmation)
 	ASSERT_EQ(0, tsc_freq_calibrate(&cal, 0, 50)) TH_LOG("%s", tsc_last_error());
 	khz = (uint32_t)(cal.hz / 1e3 + 0.5);
 	snprintf(khz_text, sizeof(khz_text), "%u\n", khz);
+	machines_at(&here, khz);
 	ASSERT_EQ(0, setenv("TSC_SYSFS_ROOT", self->dir, 1));
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const struct leaf crystal_here[] = {
-			{ 0, { .eax = 0x15 } },
-			{ 0x15, { .eax = 1, .ebx = khz, .ecx = 1000 } },
-		};
-		const struct leaf kvm_here[] = {
-			{ 1, { .ecx = HV_BIT } },
-			{ 0x40000000, { .eax = 0x40000010, SIG_KVM } },
-			{ 0x40000010, { .eax = khz } },
-		};
-		const struct machine m[] = { MACHINE(crystal_here), MACHINE(kvm_here),
-					     MACHINE(crystal_here) };
-		struct tsc__machine src = { machine_cpuid, (void *)&m[cases[i].machine], NULL };
 		bool file = cases[i].machine == 2;
+		/* With the kernel's file, the crystal's machine: the file wins. */
+		struct tsc__machine src = { machine_cpuid, (void *)&here.m[cases[i].machine == 1],
+					    NULL };
 		/* The kernel's file is checked only when asked: verify. */
 		TSC_OPTS(o, .sysfs_root = self->dir, .calibrate_max_ms = 20, .verify = file);
 		char path[128];
 
-		put_file(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
+		fake_put(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
 			 cases[i].clocksource);
 		snprintf(path, sizeof(path), "%s/devices/system/cpu/tsc/tsc_known_freq", self->dir);
 		unlink(path);
 		if (cases[i].known)
-			put_file(_metadata, self->dir, "/devices/system/cpu/tsc/tsc_known_freq", cases[i].known);
+			fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/tsc_known_freq", cases[i].known);
 		snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu0/tsc_freq_khz", self->dir);
 		unlink(path);
 		if (file)
-			put_file(_metadata, self->dir, "/devices/system/cpu/cpu0/tsc_freq_khz", khz_text);
+			fake_put(_metadata, self->dir, "/devices/system/cpu/cpu0/tsc_freq_khz", khz_text);
 		ASSERT_EQ(0, tsc_freq_calibrate(&cal, 0, 20)) TH_LOG("%s", tsc_last_error());
 		EXPECT_EQ(cases[i].cal_ref, cal.precision_of) TH_LOG("%s", cal.detail);
 		ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());

@@ -7,8 +7,9 @@
  */
 #include <errno.h>
 
-#include "kselftest_harness.h"
+#include "fake_sysfs.h"
 #include "internal.h"
+#include "kselftest_harness.h"
 
 /*
  * A synthetic race: CPUs take turns in a random order; each stamps its
@@ -97,21 +98,6 @@ FIXTURE(module) {
 	char dir[64];
 };
 
-static void put(struct __test_metadata *_metadata, const char *dir,
-		const char *rel, const char *content)
-{
-	char path[256], cmd[300];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s%s", dir, rel);
-	snprintf(cmd, sizeof(cmd), "mkdir -p $(dirname %s)", path);
-	ASSERT_EQ(0, system(cmd));
-	f = fopen(path, "w");
-	ASSERT_NE(NULL, f);
-	fputs(content, f);
-	ASSERT_EQ(0, fclose(f));
-}
-
 FIXTURE_SETUP(module)
 {
 	static const char *const files[][2] = {
@@ -139,7 +125,7 @@ FIXTURE_SETUP(module)
 	strcpy(self->dir, "/tmp/libtsc-report.XXXXXX");
 	ASSERT_NE(NULL, mkdtemp(self->dir));
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
-		put(_metadata, self->dir, files[i][0], files[i][1]);
+		fake_put(_metadata, self->dir, files[i][0], files[i][1]);
 }
 
 FIXTURE_TEARDOWN(module)
@@ -183,10 +169,10 @@ TEST_F(module, the_kernel_distrusting_it_means_no)
 	struct tsc_report r;
 	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
 
-	put(_metadata, self->dir, "/devices/system/cpu/tsc/unstable", "1\n");
-	put(_metadata, self->dir, "/devices/system/cpu/tsc/monotonic_vs_reference", "0\n");
-	put(_metadata, self->dir, "/devices/system/cpu/cpu1/tsc/consistent", "0\n");
-	put(_metadata, self->dir,
+	fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/unstable", "1\n");
+	fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/monotonic_vs_reference", "0\n");
+	fake_put(_metadata, self->dir, "/devices/system/cpu/cpu1/tsc/consistent", "0\n");
+	fake_put(_metadata, self->dir,
 	    "/devices/system/clocksource/clocksource0/current_clocksource", "hpet\n");
 	ASSERT_EQ(0, tsc_report_get(&r, &o));
 	EXPECT_FALSE(r.trustworthy);
@@ -204,7 +190,7 @@ TEST_F(module, offline_cpu_is_unmeasured)
 	struct tsc_report r;
 	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
 
-	put(_metadata, self->dir, "/devices/system/cpu/cpu1/tsc/status", "unmeasured\n");
+	fake_put(_metadata, self->dir, "/devices/system/cpu/cpu1/tsc/status", "unmeasured\n");
 	ASSERT_EQ(0, tsc_report_get(&r, &o));
 	EXPECT_EQ(TSC_CPU_UNMEASURED, r.cpus[1].status);
 	tsc_report_free(&r);
@@ -234,11 +220,11 @@ TEST_F(module, bad_files_are_refused)
 		ASSERT_NE(NULL, f);
 		ASSERT_NE(NULL, fgets(good, sizeof(good), f));
 		ASSERT_EQ(0, fclose(f));
-		put(_metadata, self->dir, bad[i][0], bad[i][1]);
+		fake_put(_metadata, self->dir, bad[i][0], bad[i][1]);
 		EXPECT_GT(0, tsc_report_get(&r, &o)) TH_LOG("%s: '%s'", bad[i][0], bad[i][1]);
 		TH_LOG("%s", tsc_last_error());
 		EXPECT_EQ(NULL, r.cpus);
-		put(_metadata, self->dir, bad[i][0], good);
+		fake_put(_metadata, self->dir, bad[i][0], good);
 	}
 	ASSERT_EQ(0, tsc_report_get(&r, &o));
 	tsc_report_free(&r);
