@@ -235,10 +235,10 @@ static uint64_t tsc_after_stores(void)
 static uint64_t swap(struct tsc__discipline *d)
 {
 	struct tscfk_clock_page *p = &d->pages[!d->cur].p, *old = &d->pages[d->cur].p;
-	uint64_t bound = p->max_cycles;
+	uint64_t bound = p->max_cycles, lease = lease_ticks(d);
 
-	if (d->leased && lease_ticks(d) < bound)
-		bound = lease_ticks(d);		/* the segment starts now */
+	if (d->leased && lease < bound)
+		bound = lease;		/* the segment starts now */
 	/* The bound first: the page's release store publishes it too. */
 	__atomic_store_n(&d->clock->max_delta, bound, __ATOMIC_RELAXED);
 	__atomic_store_n(&d->clock->page, (const volatile struct tsc_timepage *)p,
