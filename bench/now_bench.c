@@ -87,9 +87,34 @@ LOOP(loop_disc_clock, tsc_sysclock_monotonic(&disc_clock))
 LOOP(loop_sysclock_real, tsc_sysclock_realtime(&sysclock))
 LOOP(loop_disc_real, tsc_sysclock_realtime(&disc_clock))
 LOOP(loop_rdtsc_load, tsc_rdtsc() + one_param)
+
+/*
+ * The exact arithmetic alone, MONOTONIC = hi64(t * mult + frac) + off, its
+ * parameters loaded before the read as the system clocks load them, and
+ * no sequence count, staleness or page check: the floor for any exact
+ * clock.  After an ordered read it is paid in full, since the next
+ * iteration's lfence or rdtscp waits for this one's multiplication.
+ */
+static volatile struct {
+	uint64_t mult, frac, off;
+} exact_params;
+
+static inline uint64_t exact(uint64_t (*read)(void))
+{
+	__extension__ unsigned __int128 x;
+	uint64_t mult = exact_params.mult, frac = exact_params.frac;
+	uint64_t off = exact_params.off;
+
+	x = read();
+	x = x * mult + frac;
+	return (uint64_t)(x >> 64) + off;
+}
 LOOP(loop_page_clock_u, tsc_sysclock_monotonic_unordered(&page_clock))
 LOOP(loop_sysclock_u, tsc_sysclock_monotonic_unordered(&sysclock))
 LOOP(loop_disc_clock_u, tsc_sysclock_monotonic_unordered(&disc_clock))
+LOOP(loop_exact_rdtsc, exact(tsc_rdtsc))
+LOOP(loop_exact_lfence, exact(tsc_rdtsc_ordered))
+LOOP(loop_exact_rdtscp, exact(tsc__rdtscp))
 
 static const struct variant {
 	const char *name;
@@ -113,6 +138,9 @@ static const struct variant {
 	{ "..._monotonic_unordered(page)", loop_page_clock_u },
 	{ "..._monotonic_unordered", loop_sysclock_u },
 	{ "..._monotonic_unordered(disc)", loop_disc_clock_u },
+	{ "rdtsc + exact arithmetic", loop_exact_rdtsc },
+	{ "lfence;rdtsc + exact arithmetic", loop_exact_lfence },
+	{ "rdtscp + exact arithmetic", loop_exact_rdtscp },
 };
 #define NV (sizeof(variants) / sizeof(variants[0]))
 
@@ -169,6 +197,8 @@ int main(int argc, char **argv)
 	page_clock.page = &page;
 	/* What init sets for a layout-1 page without the kernel's mult. */
 	page_clock.max_delta = INT64_MAX;
+	exact_params.mult = page.mult;
+	exact_params.off = page.mono_off;
 	printf("tsc_sysclock: %s\n", sysclock.why);
 	printf("ordered reads with %s (picked at init)\n",
 	       sysclock.use_rdtscp ? "rdtscp" : "lfence; rdtsc");
@@ -224,6 +254,7 @@ int main(int argc, char **argv)
 		/* The ordered readers' floor: the cheaper way to order a read here. */
 		double fence = median[1] < median[2] ? median[1] : median[2];
 		const char *fence_name = median[1] < median[2] ? "lfence;rdtsc" : "rdtscp";
+		double exact_floor = median[1] < median[2] ? median[19] : median[20];
 
 		printf("the system clocks (tsc_sysclock), ordered, against the cheaper of lfence;rdtsc and rdtscp (%s here):\n",
 		       fence_name);
@@ -241,6 +272,10 @@ int main(int argc, char **argv)
 		       median[12] / fence);
 		printf("  realtime: disciplined                %.3fx  (as MONOTONIC's)\n",
 		       median[13] / fence);
+		printf("  the exact arithmetic alone           %.3fx  (after %s: the floor for any exact ordered clock)\n",
+		       exact_floor / fence, fence_name);
+		printf("  on a page / that floor               %.3fx  (what the page's checks cost)\n",
+		       median[9] / exact_floor);
 		printf("  on a page / clock_gettime            %.3fx\n", median[9] / median[5]);
 		/* Init's pick, measured briefly, may be the other one. */
 		printf("  on a page / %-13s            %.3fx  (the one init picked)\n",
@@ -257,6 +292,10 @@ int main(int argc, char **argv)
 	       disc_clock.path == TSC_SYSCLOCK_DISCIPLINED ?
 	       "the library's own page; target <= 1.05" :
 	       "clock_gettime(): no disciplined clock here");
+	printf("  the exact arithmetic alone           %.3fx  (the floor for any exact clock)\n",
+	       median[18] / median[0]);
+	printf("  on a page / that floor               %.3fx  (what the page's checks cost)\n",
+	       median[15] / median[18]);
 	check_cost(rounds, median[5]);
 	tsc_sysclock_fini(&disc_clock);
 	return 0;
