@@ -6,9 +6,18 @@
  * A chain of dependent 'add src, reg' takes one core cycle per add,
  * whatever the core can do in parallel: timed with the TSC, its length
  * gives the core clock, to be compared with the TSC's (turbo, power
- * limits, a hypervisor taking time).  Then 2, 4 and 8 independent chains of
- * the same total length: adds per core cycle is the sustained IPC, whose
- * plateau is the issue width for simple ALU ops.
+ * limits, a hypervisor taking time).  Then 2, 4, 8, 10 and 12 independent
+ * chains of the same total length: adds per core cycle, whose plateau (10
+ * and 12 chains within 5%) is the number of integer ALUs.
+ *
+ * Twelve chains, not eight: with as many chains as ALUs or a few more,
+ * the ports' schedulers leave some idle.  On an Intel Xeon with five ALUs
+ * (Emerald Rapids class), 6, 8, 10 and 12 chains gave 3.9, 4.7, 4.95 and
+ * 4.98 adds per cycle, the same with 24 adds per iteration as with 6144;
+ * the size of the loop body was not the limit.  It is beyond the L1i: 12
+ * chains in 36 KB and more fell to 4.2-4.3.  So the front end gets figures
+ * of its own: nops per cycle (rename and allocation, with no ALU to wait
+ * for) and adds per cycle from a body past the L1i (fetch and decode).
  *
  * Not 'add $1, reg' nor 'lea 1(reg), reg': recent cores fold immediates
  * into the register renamer, and such chains ran at "24 GHz" on this
@@ -19,9 +28,9 @@
  *  - the chains are inline assembly (.rept), so the compiler can neither
  *    reorder nor fold them;
  *  - the loop around them (dec and a fused branch) is one more chain, on
- *    other registers, 1 uop per 1024 adds; the 1-chain loop is also run
- *    at half the length, and the per-add time must not change (the
- *    "overhead" line), which shows the loop costs nothing measurable;
+ *    another register, 1 uop per 1020 adds or more; the 1-chain loop is
+ *    also run at half the length, and the per-add time must not change
+ *    (the "overhead" line), which shows the loop costs nothing measurable;
  *  - each timing lasts --ms of TSC time (default 20 ms), far above the
  *    TSC's read error, and is repeated --reps times; the median is the
  *    result and the spread is reported;
@@ -35,15 +44,15 @@
 #include <string.h>
 
 #include "cli.h"
+#include "coreclock_calc.h"
 #include "libtsc.h"
 
 #define EXIT_FAIL	3
-#define ADDS		1024	/* adds per loop iteration, every variant */
 
 static const char usage[] =
 "Usage: tsc-coreclock [--cpu N] [--ms MS] [--reps N] [--json]\n"
 "Measure the effective core clock against the TSC with a chain of dependent\n"
-"adds, and the sustained instructions per cycle with independent ones.\n"
+"adds, the integer ALUs with independent ones, and the front end's width.\n"
 "\n"
 "  --cpu N      the CPU to measure (default: the first this process may use)\n"
 "  --ms MS      length of one timing, 1 to 10000 ms (default 20)\n"
@@ -54,59 +63,77 @@ static const char usage[] =
 #define S(x) #x
 #define REPT(n, body) ".rept " S(n) "\n" body ".endr\n"
 
-/* One iteration: ADDS adds in 'chains' independent chains. */
-#define CHAIN_LOOP(name, reps_expr, body)				\
+/*
+ * One iteration: 'reps' copies of 'body', in registers named outright
+ * (the source in rsi, the chains in the thirteen others clobbered), so
+ * that twelve chains fit beside the counter, a frame pointer and the
+ * stack pointer.  Their values do not matter, only the dependences.
+ */
+#define LOOP(name, reps, body)						\
 static void name(uint64_t iters)					\
 {									\
-	uint64_t a = 0, b = 0, c = 0, d = 0, e = 0, f = 0, g = 0, h = 0; \
-									\
-	__asm__ __volatile__("1:\n" REPT(reps_expr, body)		\
+	__asm__ __volatile__("mov $3, %%rsi\n"				\
+			     "1:\n" REPT(reps, body)			\
 			     "dec %[n]\n"				\
 			     "jnz 1b\n"					\
-			     : [n] "+r"(iters), "+r"(a), "+r"(b), "+r"(c), \
-			       "+r"(d), "+r"(e), "+r"(f), "+r"(g), "+r"(h) \
-			     : [s] "r"(3ull));				\
+			     : [n] "+r"(iters)				\
+			     :						\
+			     : "rax", "rbx", "rcx", "rdx", "rsi", "rdi",	\
+			       "r8", "r9", "r10", "r11", "r12", "r13", "r14", \
+			       "cc");					\
 }
 
-CHAIN_LOOP(chain1, 1024, "add %[s], %1\n")
-CHAIN_LOOP(chain1_half, 512, "add %[s], %1\n")
-CHAIN_LOOP(chain2, 512, "add %[s], %1\nadd %[s], %2\n")
-CHAIN_LOOP(chain4, 256, "add %[s], %1\nadd %[s], %2\nadd %[s], %3\nadd %[s], %4\n")
-CHAIN_LOOP(chain8, 128, "add %[s], %1\nadd %[s], %2\nadd %[s], %3\nadd %[s], %4\n"
-			"add %[s], %5\nadd %[s], %6\nadd %[s], %7\nadd %[s], %8\n")
-CHAIN_LOOP(imul1, 1024, "imul %[s], %1\n")
+#define ADD(r)	"add %%rsi, %%" #r "\n"
+#define ADD4	ADD(rax) ADD(rbx) ADD(rcx) ADD(rdx)
+#define ADD8	ADD4 ADD(rdi) ADD(r8) ADD(r9) ADD(r10)
+#define ADD12	ADD8 ADD(r11) ADD(r12) ADD(r13) ADD(r14)
+
+LOOP(chain1, 1024, ADD(rax))
+LOOP(chain1_half, 512, ADD(rax))
+LOOP(chain2, 512, ADD(rax) ADD(rbx))
+LOOP(chain4, 256, ADD4)
+LOOP(chain8, 128, ADD8)
+LOOP(chain10, 102, ADD8 ADD(r11) ADD(r12))
+LOOP(chain12, 85, ADD12)
+LOOP(imul1, 1024, "imul %%rsi, %%rax\n")
+LOOP(nops, 1024, "nop\n")
+/* 16380 adds of 3 bytes: 48 KB, past the 32 KB L1i of both vendors' cores. */
+LOOP(chain12_cold, 1365, ADD12)
 
 static const struct variant {
-	const char *name;
+	struct cc_variant v;
 	void (*run)(uint64_t iters);
-	unsigned int chains, adds;
 } variants[] = {
-	{ "1 chain", chain1, 1, ADDS },
-	{ "1 chain, half length", chain1_half, 1, ADDS / 2 },
-	{ "2 chains", chain2, 2, ADDS },
-	{ "4 chains", chain4, 4, ADDS },
-	{ "8 chains", chain8, 8, ADDS },
-	{ "imul chain (3 cycles)", imul1, 1, ADDS },
+	{ { "1 chain", CC_CHAIN, 1, 1024 }, chain1 },
+	{ { "1 chain, half length", CC_HALF, 1, 512 }, chain1_half },
+	{ { "2 chains", CC_CHAINS, 2, 1024 }, chain2 },
+	{ { "4 chains", CC_CHAINS, 4, 1024 }, chain4 },
+	{ { "8 chains", CC_CHAINS, 8, 1024 }, chain8 },
+	{ { "10 chains", CC_CHAINS, 10, 1020 }, chain10 },
+	{ { "12 chains", CC_CHAINS, 12, 1020 }, chain12 },
+	{ { "imul chain (3 cycles)", CC_IMUL, 1, 1024 }, imul1 },
+	{ { "nops", CC_NOPS, 1, 1024 }, nops },
+	{ { "12 chains, 48 KB body", CC_COLD, 12, 16380 }, chain12_cold },
 };
 #define NV (sizeof(variants) / sizeof(variants[0]))
 
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
+/* What time_one() needs besides the variant. */
+struct timing {
+	const struct tsc_clock *clk;
+	uint64_t ms;
+};
 
-	return (x > y) - (x < y);
-}
-
-/* ns per add, one timing of about 'ms' of TSC time. */
-static double time_one(const struct tsc_clock *clk, const struct variant *v,
-		       uint64_t ms)
+/* ns per op of variant v, one timing of about 'ms' of TSC time. */
+static double time_one(size_t v, void *ctx)
 {
-	uint64_t iters = 1000, t0, t1, want = tsc_ns_to_ticks(&clk->conv, ms * 1000000);
+	const struct timing *tm = ctx;
+	uint64_t iters = 100, t0, t1;
+	uint64_t want = tsc_ns_to_ticks(&tm->clk->conv, tm->ms * 1000000);
 
 	/* Grow until a timing is long enough, then time that. */
 	for (;;) {
 		t0 = tsc_rdtsc_ordered();
-		v->run(iters);
+		variants[v].run(iters);
 		t1 = tsc_rdtsc_ordered();
 		if (t1 - t0 >= want / 4 || iters > (1ull << 40))
 			break;
@@ -114,9 +141,10 @@ static double time_one(const struct tsc_clock *clk, const struct variant *v,
 	}
 	iters = (uint64_t)((double)iters * (double)want / (double)(t1 - t0)) + 1;
 	t0 = tsc_rdtsc_ordered();
-	v->run(iters);
+	variants[v].run(iters);
 	t1 = tsc_rdtsc_ordered();
-	return (double)tsc_ticks_to_ns(&clk->conv, t1 - t0) / ((double)iters * v->adds);
+	return (double)tsc_ticks_to_ns(&tm->clk->conv, t1 - t0) /
+	       ((double)iters * variants[v].v.ops);
 }
 
 int main(int argc, char **argv)
@@ -133,7 +161,8 @@ int main(int argc, char **argv)
 	uint64_t ms = 20, reps = 15;
 	const char *cpu_arg = NULL;
 	int cpu;
-	double med[NV], lo[NV], hi[NV], core_hz, imul_hz, ipc[NV];
+	double med[NV], lo[NV], hi[NV], ipc[NV];
+	struct cc_result res;
 	bool json = false;
 	TSC_CLOCK(clk);
 	cpu_set_t allowed, one;
@@ -190,6 +219,8 @@ int main(int argc, char **argv)
 	{
 		double (*t)[1000] = calloc(NV, sizeof(*t));
 		double (*ratio)[1000] = calloc(NV, sizeof(*ratio));
+		struct timing tm = { &clk, ms };
+		struct cc_variant vars[NV];
 
 		if (!t || !ratio) {
 			fprintf(stderr, "tsc-coreclock: out of memory\n");
@@ -197,59 +228,44 @@ int main(int argc, char **argv)
 			free(ratio);
 			return EXIT_FAIL;
 		}
-		/*
-		 * Within each repetition the chain alternates with the other
-		 * variants (A v1 A v2 ... A), and each variant is compared with
-		 * the mean of the two chain timings around it; then the median
-		 * of those ratios.  A core clock that drifts during the run
-		 * (turbo, a busy host: 4% within 60 ms on an AMD EPYC VM) would
-		 * otherwise pass for a difference between variants; a linear
-		 * drift cancels, a step moves one repetition, which the median
-		 * outvotes.
-		 */
 		for (uint64_t r = 0; r < reps; r++) {
-			double before = time_one(&clk, &variants[0], ms);
+			double tr[NV], rr[NV];
 
-			t[0][r] = before;
-			ratio[0][r] = 1;
-			for (size_t v = 1; v < NV; v++) {
-				double after;
-
-				t[v][r] = time_one(&clk, &variants[v], ms);
-				after = time_one(&clk, &variants[0], ms);
-				ratio[v][r] = (before + after) / 2 / t[v][r];
-				before = after;
+			cc_repetition(NV, time_one, &tm, tr, rr);
+			for (size_t v = 0; v < NV; v++) {
+				t[v][r] = tr[v];
+				ratio[v][r] = rr[v];
 			}
 		}
+		/* The median of the ratios: a clock step moves one repetition's. */
 		for (size_t v = 0; v < NV; v++) {
-			qsort(ratio[v], reps, sizeof(double), cmp);
-			qsort(t[v], reps, sizeof(double), cmp);
-			med[v] = t[v][reps / 2];
+			ipc[v] = cc_median(ratio[v], reps);
+			med[v] = cc_median(t[v], reps);
 			lo[v] = t[v][0];
 			hi[v] = t[v][reps - 1];
-			/* Adds per cycle: the cycle (a chain add) over the time per add. */
-			ipc[v] = ratio[v][reps / 2];
+			vars[v] = variants[v].v;
 		}
 		free(t);
 		free(ratio);
+		cc_conclude(vars, NV, ipc, med[0], &res);
 	}
-	/* One add per cycle along a chain: its time per add is the cycle. */
-	core_hz = 1e9 / med[0];
-	/* An imul takes 3 cycles: 3 x its IPC against the add chain is 1. */
-	imul_hz = core_hz * 3 * ipc[NV - 1];
 
 	if (json) {
 		printf("{\n  \"schema_version\": 1,\n  \"cpu\": %d,\n  \"tsc_hz\": %.3f, \"tsc_source\": \"%s\",\n"
 		       "  \"core_hz\": %.0f, \"core_to_tsc\": %.6f,\n  \"timing_ms\": %llu, \"reps\": %llu,\n"
-		       "  \"loop_overhead\": %.6f, \"core_hz_by_imul\": %.0f,\n  \"variants\": [",
+		       "  \"loop_overhead\": %.6f, \"core_hz_by_imul\": %.0f,\n"
+		       "  \"width\": %.4f, \"width_chains\": %u, \"width_plateau\": %s,\n"
+		       "  \"nops_per_cycle\": %.4f, \"cold_width\": %.4f,\n  \"variants\": [",
 		       cpu, clk.freq.hz, tsc_source_name(clk.freq.source),
-		       core_hz, core_hz / clk.freq.hz, (unsigned long long)ms,
-		       (unsigned long long)reps, 1 / ipc[1] - 1, imul_hz);
+		       res.core_hz, res.core_hz / clk.freq.hz, (unsigned long long)ms,
+		       (unsigned long long)reps, res.overhead, res.imul_hz,
+		       res.width, res.width_chains, res.plateau ? "true" : "false",
+		       res.nops_per_cycle, res.cold_width);
 		for (size_t v = 0; v < NV; v++)
 			printf("%s\n    {\"name\": \"%s\", \"chains\": %u, \"adds_per_iteration\": %u, "
 			       "\"ns_per_add\": %.6f, \"ns_per_add_min\": %.6f, \"ns_per_add_max\": %.6f, "
-			       "\"ipc\": %.4f}", v ? "," : "", variants[v].name, variants[v].chains,
-			       variants[v].adds, med[v], lo[v], hi[v], ipc[v]);
+			       "\"ipc\": %.4f}", v ? "," : "", variants[v].v.name, variants[v].v.chains,
+			       variants[v].v.ops, med[v], lo[v], hi[v], ipc[v]);
 		printf("\n  ]\n}\n");
 		return 0;
 	}
@@ -257,15 +273,20 @@ int main(int argc, char **argv)
 	       cpu, clk.freq.hz / 1e6, tsc_source_name(clk.freq.source),
 	       (unsigned long long)reps, (unsigned long long)ms);
 	printf("  core clock     %.1f MHz = %.3f x the TSC   (dependent adds, 1 per cycle)\n",
-	       core_hz / 1e6, core_hz / clk.freq.hz);
-	printf("  cross-check    %.1f MHz from the imul chain (%+.2f%%)\n", imul_hz / 1e6,
-	       (imul_hz / core_hz - 1) * 100);
-	printf("  loop overhead  %+.2f%% per add at half the chain length\n",
-	       (1 / ipc[1] - 1) * 100);
-	printf("  %-22s %10s %10s %10s %8s\n", "variant", "ns/add", "min", "max", "IPC");
+	       res.core_hz / 1e6, res.core_hz / clk.freq.hz);
+	printf("  cross-check    %.1f MHz from the imul chain (%+.2f%%)\n", res.imul_hz / 1e6,
+	       (res.imul_hz / res.core_hz - 1) * 100);
+	printf("  loop overhead  %+.2f%% per add at half the chain length\n", res.overhead * 100);
+	printf("  %-22s %10s %10s %10s %8s\n", "variant", "ns/op", "min", "max", "IPC");
 	for (size_t v = 0; v < NV; v++)
-		printf("  %-22s %10.4f %10.4f %10.4f %8.2f\n", variants[v].name, med[v], lo[v],
+		printf("  %-22s %10.4f %10.4f %10.4f %8.2f\n", variants[v].v.name, med[v], lo[v],
 		       hi[v], ipc[v]);
-	printf("  sustained width (simple ALU ops per cycle): %.2f\n", ipc[NV - 2]);
+	printf("  integer ALUs   %.2f adds per cycle, from %u chains%s\n", res.width,
+	       res.width_chains, res.plateau ? "" :
+	       " (still rising with the most chains: there may be more)");
+	printf("  front end      %.2f nops per cycle (rename and allocation, no ALU needed)\n",
+	       res.nops_per_cycle);
+	printf("                 %.2f adds per cycle from a body past the L1i (fetch and decode)\n",
+	       res.cold_width);
 	return 0;
 }
