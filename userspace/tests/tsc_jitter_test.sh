@@ -3,8 +3,10 @@
 #
 # tsc-jitter: bad arguments exit 2 before anything runs; stalls of known
 # length, injected by a SCHED_FIFO helper on the same CPU, are found with
-# the right duration, in the dump and in the JSON; the JSON validates; the
-# statistics are ordered as statistics must be.
+# the right duration, in the dump and in the JSON, and put down to the
+# spinner's being switched out; the JSON validates, and so does the
+# Prometheus text; the statistics are ordered as statistics must be;
+# counter reads keep to their rate limit.
 #
 # Usage: tsc_jitter_test.sh TOOL INJECTOR SCHEMA
 
@@ -13,11 +15,12 @@ tool=${1:?usage: tsc_jitter_test.sh TOOL INJECTOR SCHEMA}
 inject=${2:?usage}
 schema=${3:?usage}
 
-ktap_plan 18
+ktap_plan 23
 "$tool" --help | grep -q '^Usage: tsc-jitter'
 ktap_check "--help prints the usage" test "${PIPESTATUS[0]}" = 0
 for args in "--cores 9-2" "--cores a" "--cores 4095" "--cores 0,,1" "--runtime -1" \
-	    "--runtime 0" "--runtime 1e9" "--threshold 0" "--threshold abc" "--bogus"; do
+	    "--runtime 0" "--runtime 1e9" "--threshold 0" "--threshold abc" "--bogus" \
+	    "--json --prometheus"; do
 	# shellcheck disable=SC2086 # the words are separate arguments on purpose
 	"$tool" $args --dump "$tmp/never" > /dev/null 2> "$tmp/err"; st=$?
 	echo "# $args: $(head -c 150 "$tmp/err" | head -n 1)"
@@ -45,7 +48,7 @@ pid=$!
 st=$?
 wait $pid; inj=$?
 if [ $inj = 4 ]; then
-	for n in 1 2 3 4; do ktap_skip "injected stalls ($n)" "SCHED_FIFO refused: cannot inject stalls"; done
+	for n in 1 2 3 4 5 6; do ktap_skip "injected stalls ($n)" "SCHED_FIFO refused: cannot inject stalls"; done
 else
 	# Each injected span must lie inside one detected interruption: none
 	# may be missed.  The injector logs TSC readings, put here on the
@@ -57,21 +60,22 @@ import json, sys
 j = json.load(open(sys.argv[3]))
 ns = lambda t: j["anchor_ns"] + (t - j["anchor_ticks"]) * 1e9 / j["frequency_hz"]
 spans = [tuple(ns(int(t)) for t in l.split()) for l in open(sys.argv[1])]
-events = [tuple(map(int, l.split()))[1:] for l in open(sys.argv[2])]
-excess = []
+events = [(int(f[1]), int(f[2]), f[3]) for f in (l.split() for l in open(sys.argv[2]))]
+excess, preempted = [], 0
 for t0, t1 in spans:
-    hit = [(s, d) for s, d in events if s <= t0 + 1000 and s + d >= t1 - 1000]
+    hit = [(s, d, c) for s, d, c in events if s <= t0 + 1000 and s + d >= t1 - 1000]
     if hit:
-        s, d = hit[0]
+        s, d, c = hit[0]
         excess.append(d - (t1 - t0))
-        print("#   injected %.1f us, detected %.1f us (+%.1f)" % ((t1 - t0) / 1e3, d / 1e3, excess[-1] / 1e3), file=sys.stderr)
+        preempted += "preempted" in c.split(",")
+        print("#   injected %.1f us, detected %.1f us (+%.1f), causes %s" % ((t1 - t0) / 1e3, d / 1e3, excess[-1] / 1e3, c), file=sys.stderr)
     else:
         print("#   injected %.1f us at %d: not found" % ((t1 - t0) / 1e3, t0), file=sys.stderr)
 excess.sort()
-print(len(excess), round(excess[len(excess) // 2]) if excess else 10**9)
+print(len(excess), round(excess[len(excess) // 2]) if excess else 10**9, preempted)
 PY
 )
-	read -r found median <<< "$found"
+	read -r found median preempted <<< "$found"
 	echo "# cpu$cpu: $(wc -l < "$tmp/dump") interruptions over 20 us; $found of 10 injected found, median excess $median ns"
 	ktap_check "the run succeeds" test $st = 0 -a $inj = 0
 	ktap_check "every injected stall lies inside one found; median excess under 2 ms" \
@@ -81,6 +85,19 @@ PY
 	ktap_check "the JSON agrees: max >= 2 ms, stolen >= 20 ms, events = dump lines" test \
 		"$(json "$tmp/out.json" "int($c['max_ns'] >= 2000000 and $c['stolen_ns'] >= 20000000)")" = 1 \
 		-a "$(json "$tmp/out.json" "$c['events']")" = "$(wc -l < "$tmp/dump")"
+	# The injector's thread takes the CPU: the spinner is switched out,
+	# which its per-thread context-switch counter sees.  A stall may share
+	# a read with a gap just before it (reads at most one per 100 us).
+	if [ "$(json "$tmp/out.json" "int('preempted' in $c['causes'])")" = 1 ]; then
+		ktap_check "at least 9 of the 10 injected stalls are put down to preemption ($preempted)" \
+			test "$preempted" -ge 9
+	else
+		ktap_skip "injected stalls put down to preemption" \
+			"no context-switch counter: $(json "$tmp/out.json" 'j["causes_not_counted"]')"
+	fi
+	# Every gap is attributed in the dump or counted as not attributed.
+	ktap_check "dump lines not attributed (-) = not_attributed in the JSON" test \
+		"$(awk '$4 == "-"' "$tmp/dump" | wc -l)" = "$(json "$tmp/out.json" "$c['not_attributed']")"
 fi
 ktap_check "statistics are ordered: min <= p50 <= p90 <= p99 <= p99.9 <= p99.99 <= max" test \
 	"$(json "$tmp/out.json" 'int(all(c["min_ns"] <= c["p50_ns"] <= c["p90_ns"] <= c["p99_ns"] <= c["p999_ns"] <= c["p9999_ns"] <= c["max_ns"] and c["dropped"] == 0 for c in j["cpus"]))')" = 1
@@ -94,4 +111,12 @@ c='j["cpus"][0]'
 echo "# flood: $(json "$tmp/flood.json" "($c['events'], $c['dropped'], $c['gaps'], $c['loops'])") (events, dropped, gaps, loops)"
 ktap_check "every gap is kept or counted as dropped" test "$(json "$tmp/flood.json" \
 	"int($c['events'] + $c['dropped'] == $c['gaps'] and 1000 < $c['gaps'] <= $c['loops'])")" = 1
+# The flood is the storm the rate limit is for: reads at most one per
+# read_hold_ns (50 ms: 500, and the first), the rest not attributed.
+echo "# flood: $(json "$tmp/flood.json" "($c['counter_reads'], $c['not_attributed'])") (counter reads, not attributed)"
+ktap_check "counter reads keep to one per read_hold_ns in a storm of gaps" test "$(json "$tmp/flood.json" \
+	"int($c['counter_reads'] <= j['runtime_s'] * 1e9 / j['read_hold_ns'] + 1)")" = 1
+"$tool" --cores "$cpu" --runtime 0.2 --prometheus > "$tmp/out.prom" 2> "$tmp/err"
+echo "# --prometheus: $(grep -c '^tsc_jitter' "$tmp/out.prom") samples; $(head -n 1 "$tmp/err")"
+ktap_check "promtool accepts the Prometheus text" promtool check metrics < "$tmp/out.prom"
 ktap_finish

@@ -14,6 +14,12 @@
  * would be an interruption of our own making.  Should a spinner find no
  * spare, it counts what it drops, and the report says so.
  *
+ * Why each gap happened: every spinner counts, per thread, what can take
+ * its CPU (jitter_causes.h), and after a gap reads the counters and puts
+ * the gap down to every cause whose count moved since the last read.
+ * Reads are held to one per READ_HOLD_NS: gaps closer together than that
+ * share one read and are reported as not attributed, never guessed at.
+ *
  * Exit status: 0 done, 2 usage, 3 failure.
  */
 #include <errno.h>
@@ -29,45 +35,27 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "jitter.h"
+#include "jitter_causes.h"
 #include "libtsc.h"
 
 #define EXIT_FAIL	3
-#define CHUNK		65536	/* events per chunk: 1 MiB */
 
 static const char usage[] =
 "Usage: tsc-jitter [--cores LIST] [--runtime SECONDS] [--threshold NS]\n"
-"                  [--dump FILE] [--json] [--fifo PRIORITY]\n"
-"Spin on each CPU of LIST and report every interruption longer than NS.\n"
+"                  [--dump FILE] [--json | --prometheus] [--fifo PRIORITY]\n"
+"Spin on each CPU of LIST, report every interruption longer than NS, and\n"
+"what caused it where perf can count the causes.\n"
 "\n"
 "  --cores LIST      CPUs such as 0,2-5 (default: all this process may use)\n"
 "  --runtime SECONDS how long, 0.01 to 86400 (default 10)\n"
 "  --threshold NS    shortest gap counted, 1 to 1000000000 ns (default 1000)\n"
-"  --dump FILE       every interruption: cpu, start (CLOCK_MONOTONIC ns), ns\n"
+"  --dump FILE       every interruption: cpu, start (CLOCK_MONOTONIC ns), ns,\n"
+"                    causes (comma-separated; - if not attributed)\n"
 "  --json            JSON, as tsc-jitter.schema.json describes\n"
+"  --prometheus      Prometheus text format, for node_exporter's textfile collector\n"
 "  --fifo PRIORITY   run the spinners SCHED_FIFO at 1 to 99 (needs privilege)\n"
 "  -h, --help        this text;  -V, --version  the version\n";
-
-struct event {
-	uint64_t start, ticks;
-};
-
-struct chunk {
-	struct chunk *next;
-	uint32_t used;
-	struct event ev[CHUNK];
-};
-
-struct spinner {
-	pthread_t thread;
-	int cpu;
-	uint64_t threshold, end;	/* ticks */
-	atomic_bool *go;
-	sem_t *refill;			/* posted when the spare is taken */
-	struct chunk *head, *cur;
-	_Atomic(struct chunk *) spare;	/* refilled by the main thread */
-	uint64_t gaps, dropped, loops;	/* gaps: reads over the threshold */
-	bool started;
-};
 
 static struct chunk *new_chunk(void)
 {
@@ -95,16 +83,20 @@ static void record(struct spinner *s, uint64_t start, uint64_t ticks)
 		s->cur = next;
 		sem_post(s->refill);	/* once per CHUNK events */
 	}
-	s->cur->ev[s->cur->used++] = (struct event){ start, ticks };
+	s->cur->ev[s->cur->used++] = (struct event){ start, ticks, 0 };
 }
 
 static void *spin(void *arg)
 {
 	struct spinner *s = arg;
+	uint32_t causes;
 	uint64_t last;
 
+	/* Opened by this thread: per-thread counters count this thread. */
+	jc_open(&s->jc, s->cpu, s->hold, s->smi_slow);
 	while (!atomic_load_explicit(s->go, memory_order_acquire))
 		;
+	jc_start(&s->jc);
 	last = tsc_rdtsc_ordered();
 	for (;;) {
 		uint64_t now = tsc_rdtsc_ordered();
@@ -112,27 +104,23 @@ static void *spin(void *arg)
 		if (now - last > s->threshold) {
 			s->gaps++;
 			record(s, last, now - last);
+			/* The read took time of ours: not a gap to report. */
+			if (jc_gap(&s->jc, now, now - last, &causes)) {
+				now = tsc_rdtsc_ordered();
+				/* The event just recorded, unless it was dropped. */
+				if (s->cur->used && s->cur->ev[s->cur->used - 1].start == last)
+					s->cur->ev[s->cur->used - 1].causes = causes;
+			}
 		}
 		last = now;
 		s->loops++;
 		if ((int64_t)(now - s->end) >= 0)
 			break;
 	}
+	jc_finish(&s->jc);
+	jc_close(&s->jc);
 	return NULL;
 }
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
-struct stats {
-	uint64_t n, min, p50, p90, p99, p999, p9999, max, total;
-	double mean;
-	uint64_t *ns;		/* every duration, sorted */
-};
 
 /* Everything the run allocated, so that a leak checker sees none. */
 static void free_run(struct spinner *sp, int n, struct stats *stats)
@@ -150,71 +138,37 @@ static void free_run(struct spinner *sp, int n, struct stats *stats)
 	free(sp);
 }
 
-/* Nearest rank: the smallest value with at least q of them at or below. */
-static uint64_t rank(const struct stats *st, double q)
+/* cpu's steal time so far in ns, from /proc/stat; UINT64_MAX if not there. */
+static uint64_t steal_ns(int cpu)
 {
-	uint64_t i = (uint64_t)(q * (double)st->n + 0.999999);
+	char name[16], line[256];
+	uint64_t ns = UINT64_MAX;
+	long hz = sysconf(_SC_CLK_TCK);
+	FILE *f = fopen("/proc/stat", "re");
 
-	return st->n ? st->ns[(i ? i : 1) - 1] : 0;
-}
+	if (!f)
+		return ns;
+	snprintf(name, sizeof(name), "cpu%d ", cpu);
+	while (hz > 0 && fgets(line, sizeof(line), f)) {
+		char *p = line + strlen(name), *end;
+		unsigned long long v = 0;
+		int i;
 
-static int compute(const struct spinner *s, const struct tsc_conv *conv, struct stats *st)
-{
-	uint64_t n = 0, k = 0;
-
-	for (const struct chunk *c = s->head; c; c = c->next)
-		n += c->used;
-	*st = (struct stats){ .n = n };
-	st->ns = malloc((n ? n : 1) * sizeof(*st->ns));
-	if (!st->ns)
-		return -1;
-	for (const struct chunk *c = s->head; c; c = c->next)
-		for (uint32_t i = 0; i < c->used; i++) {
-			st->ns[k] = tsc_ticks_to_ns(conv, c->ev[i].ticks);
-			st->total += st->ns[k++];
-		}
-	qsort(st->ns, n, sizeof(*st->ns), cmp_u64);
-	if (n) {
-		st->min = st->ns[0];
-		st->max = st->ns[n - 1];
-		st->mean = (double)st->total / (double)n;
-	}
-	st->p50 = rank(st, 0.5);
-	st->p90 = rank(st, 0.9);
-	st->p99 = rank(st, 0.99);
-	st->p999 = rank(st, 0.999);
-	st->p9999 = rank(st, 0.9999);
-	return 0;
-}
-
-/* Powers of two from 1 us: what a person reads at a glance. */
-static void histogram(const struct stats *st)
-{
-	uint64_t bucket[24] = { 0 }, most = 1;
-
-	for (uint64_t i = 0; i < st->n; i++) {
-		int b = 0;
-
-		while (b < 23 && st->ns[i] >= (1000ull << (b + 1)))
-			b++;
-		bucket[b]++;
-	}
-	for (int b = 0; b < 24; b++)
-		if (bucket[b] > most)
-			most = bucket[b];
-	for (int b = 0; b < 24; b++) {
-		char bar[51];
-		int len;
-
-		if (!bucket[b])
+		if (strncmp(line, name, strlen(name)) != 0)
 			continue;
-		len = (int)(bucket[b] * 50 / most);
-		memset(bar, '#', (size_t)len);
-		bar[len] = '\0';
-		/* A dot for a count too small for a whole '#'. */
-		printf("    >= %7.0f us  %9llu  %s\n", (double)(1000ull << b) / 1e3,
-		       (unsigned long long)bucket[b], len ? bar : ".");
+		/* user nice system idle iowait irq softirq steal: the 8th. */
+		for (i = 0; i < 8; i++, p = end) {
+			errno = 0;
+			v = strtoull(p, &end, 10);
+			if (end == p || errno)
+				break;
+		}
+		if (i == 8)
+			ns = (uint64_t)v * (1000000000ull / (uint64_t)hz);
+		break;
 	}
+	(void)fclose(f);
+	return ns;
 }
 
 int main(int argc, char **argv)
@@ -225,6 +179,7 @@ int main(int argc, char **argv)
 		{ "threshold", required_argument, NULL, 't' },
 		{ "dump", required_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "prometheus", no_argument, NULL, 'p' },
 		{ "fifo", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -233,9 +188,10 @@ int main(int argc, char **argv)
 	const char *cores = NULL, *dump = NULL;
 	double runtime = 10;
 	uint64_t threshold_ns = 1000, fifo = 0;
-	bool json = false;
+	bool json = false, prometheus = false;
 	cpu_set_t allowed, set;
-	char why[512], warnings[1024] = "";
+	char why[512], warnings[1024] = "", missing[1024] = "";
+	uint64_t *steal = NULL;
 	struct spinner *sp;
 	struct stats *stats;
 	TSC_CLOCK(clk);
@@ -267,6 +223,9 @@ int main(int argc, char **argv)
 		case 'j':
 			json = true;
 			break;
+		case 'p':
+			prometheus = true;
+			break;
 		case 'f':
 			if (cli_parse_u64(optarg, 1, 99, &fifo)) {
 				fprintf(stderr, "tsc-jitter: --fifo '%s': want a priority from 1 to 99\n", optarg);
@@ -286,6 +245,10 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "tsc-jitter: unexpected argument '%s'\n%s", argv[optind], usage);
+		return EXIT_USAGE;
+	}
+	if (json && prometheus) {
+		fprintf(stderr, "tsc-jitter: --json and --prometheus exclude each other\n");
 		return EXIT_USAGE;
 	}
 	if (sched_getaffinity(0, sizeof(allowed), &allowed)) {
@@ -318,20 +281,26 @@ int main(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	sp = calloc((size_t)CPU_COUNT(&set), sizeof(*sp));
-	if (!sp || sem_init(&refill, 0, 0)) {
+	steal = calloc((size_t)CPU_COUNT(&set), sizeof(*steal));
+	if (!sp || !steal || sem_init(&refill, 0, 0)) {
 		fprintf(stderr, "tsc-jitter: out of memory\n");
 		free(sp);
+		free(steal);
 		return EXIT_FAIL;
 	}
 	for (int c = 0; c < CPU_SETSIZE; c++) {
 		if (!CPU_ISSET(c, &set))
 			continue;
 		sp[n] = (struct spinner){ .cpu = c, .go = &go, .refill = &refill,
-			.threshold = tsc_ns_to_ticks(&clk.conv, threshold_ns) };
+			.threshold = tsc_ns_to_ticks(&clk.conv, threshold_ns),
+			.hold = tsc_ns_to_ticks(&clk.conv, READ_HOLD_NS),
+			.smi_slow = tsc_ns_to_ticks(&clk.conv, 1000) };
 		sp[n].head = sp[n].cur = new_chunk();
 		atomic_init(&sp[n].spare, new_chunk());
 		if (!sp[n].head || !atomic_load(&sp[n].spare)) {
 			fprintf(stderr, "tsc-jitter: out of memory\n");
+			free_run(sp, n + 1, NULL);
+			free(steal);
 			return EXIT_FAIL;
 		}
 		n++;
@@ -394,8 +363,10 @@ int main(int argc, char **argv)
 		/* Best effort: where it fails, the main thread stays put. */
 		if (CPU_COUNT(&rest))
 			(void)sched_setaffinity(0, sizeof(rest), &rest);
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n; i++) {
 			sp[i].end = end;
+			steal[i] = steal_ns(sp[i].cpu);
+		}
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += (time_t)runtime + 1;
 		atomic_store_explicit(&go, true, memory_order_release);
@@ -407,18 +378,41 @@ int main(int argc, char **argv)
 					atomic_store(&sp[i].spare, new_chunk());
 		}
 	}
-	for (int i = 0; i < n; i++)
-		pthread_join(sp[i].thread, NULL);
+	for (int i = 0; i < n; i++) {
+		uint64_t now;
 
+		pthread_join(sp[i].thread, NULL);
+		now = steal_ns(sp[i].cpu);
+		steal[i] = now == UINT64_MAX || steal[i] == UINT64_MAX ? UINT64_MAX : now - steal[i];
+	}
+	/* The same on every CPU: said once, where the output has no place for it. */
+	jc_missing(&sp[0].jc, missing, sizeof(missing));
+	if (missing[0] && prometheus)
+		fprintf(stderr, "tsc-jitter: causes not counted: %s\n", missing);
+
+	if (prometheus) {
+		stats = calloc((size_t)n, sizeof(*stats));
+		for (int i = 0; i < n; i++) {
+			if (!stats || jitter_compute(&sp[i], &clk.conv, &stats[i])) {
+				fprintf(stderr, "tsc-jitter: out of memory for the statistics\n");
+				return EXIT_FAIL;
+			}
+		}
+		jitter_print_prometheus(sp, stats, n, &clk.conv, steal, runtime, threshold_ns);
+		goto dump;
+	}
 	if (json) {
 		/* The dump's clock: anchor_ticks is anchor_ns, at frequency_hz. */
 		printf("{\n  \"schema_version\": 1,\n  \"frequency_hz\": %.3f, \"frequency_source\": \"%s\",\n"
 		       "  \"anchor_ticks\": %llu, \"anchor_ns\": %llu,\n"
-		       "  \"runtime_s\": %.3f, \"threshold_ns\": %llu,\n  \"warnings\": ",
+		       "  \"runtime_s\": %.3f, \"threshold_ns\": %llu, \"read_hold_ns\": %d,\n"
+		       "  \"warnings\": ",
 		       clk.freq.hz, tsc_source_name(clk.freq.source),
 		       (unsigned long long)clk.base_ticks, (unsigned long long)clk.base_mono_ns,
-		       runtime, (unsigned long long)threshold_ns);
+		       runtime, (unsigned long long)threshold_ns, READ_HOLD_NS);
 		cli_json_str(stdout, warnings);
+		printf(",\n  \"causes_not_counted\": ");
+		cli_json_str(stdout, missing);
 		printf(",\n  \"cpus\": [");
 	} else {
 		printf("TSC at %.3f Hz (%s); %.3f s per CPU; gaps over %llu ns\n"
@@ -431,7 +425,7 @@ int main(int argc, char **argv)
 	/* Once per CPU: the table and the histograms both read them. */
 	stats = calloc((size_t)n, sizeof(*stats));
 	for (int i = 0; i < n; i++) {
-		if (!stats || compute(&sp[i], &clk.conv, &stats[i])) {
+		if (!stats || jitter_compute(&sp[i], &clk.conv, &stats[i])) {
 			fprintf(stderr, "tsc-jitter: out of memory for the statistics\n");
 			return EXIT_FAIL;
 		}
@@ -445,7 +439,7 @@ int main(int argc, char **argv)
 			       "\"min_ns\": %llu, \"p50_ns\": %llu, \"mean_ns\": %.1f, \"p90_ns\": %llu, "
 			       "\"p99_ns\": %llu, \"p999_ns\": %llu, \"p9999_ns\": %llu, \"max_ns\": %llu, "
 			       "\"stolen_ns\": %llu, \"stolen_percent\": %.6f, \"gaps\": %llu, "
-			       "\"dropped\": %llu, \"loops\": %llu}", i ? "," : "", sp[i].cpu,
+			       "\"dropped\": %llu, \"loops\": %llu", i ? "," : "", sp[i].cpu,
 			       (unsigned long long)st.n, (double)st.n / runtime,
 			       (unsigned long long)st.min, (unsigned long long)st.p50, st.mean,
 			       (unsigned long long)st.p90, (unsigned long long)st.p99,
@@ -453,6 +447,8 @@ int main(int argc, char **argv)
 			       (unsigned long long)st.max, (unsigned long long)st.total, pct,
 			       (unsigned long long)sp[i].gaps, (unsigned long long)sp[i].dropped,
 			       (unsigned long long)sp[i].loops);
+			jitter_print_causes_json(&sp[i], &clk.conv, steal[i]);
+			printf("}");
 		} else {
 			printf("%5d %8llu %8.1f %8llu %8llu %8.0f %8llu %8llu %9llu %9llu %9llu %11llu %7.3f\n",
 			       sp[i].cpu, (unsigned long long)st.n, (double)st.n / runtime,
@@ -470,23 +466,30 @@ int main(int argc, char **argv)
 	} else {
 		for (int i = 0; i < n; i++) {
 			printf("cpu%d: interruptions by length\n", sp[i].cpu);
-			histogram(&stats[i]);
+			jitter_histogram(&stats[i]);
+			jitter_print_causes(&sp[i], &clk.conv, steal[i]);
 		}
+		if (missing[0])
+			printf("causes not counted: %s\n", missing);
 		if (warnings[0])
 			printf("warning: %s\n", warnings);
 	}
+dump:
 	if (out) {
 		for (int i = 0; i < n; i++)
 			for (const struct chunk *c = sp[i].head; c; c = c->next)
-				for (uint32_t k = 0; k < c->used; k++)
-					fprintf(out, "%d %llu %llu\n", sp[i].cpu,
+				for (uint32_t k = 0; k < c->used; k++) {
+					fprintf(out, "%d %llu %llu ", sp[i].cpu,
 						(unsigned long long)tsc_clock_ns(&clk, c->ev[k].start),
 						(unsigned long long)tsc_ticks_to_ns(&clk.conv, c->ev[k].ticks));
+					jitter_dump_causes(out, c->ev[k].causes);
+				}
 		if (fclose(out)) {
 			fprintf(stderr, "tsc-jitter: --dump %s: %s\n", dump, strerror(errno));
 			ret = EXIT_FAIL;
 		}
 	}
 	free_run(sp, n, stats);
+	free(steal);
 	return ret;
 }

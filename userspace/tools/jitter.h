@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * What tsc-jitter's run and its outputs (jitter_report.c) share: the
+ * events each spinner records, its state, and the statistics of a CPU.
+ */
+#ifndef TSC_JITTER_H
+#define TSC_JITTER_H
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "jitter_causes.h"
+#include "libtsc.h"
+
+#define CHUNK		65536	/* events per chunk: 1.5 MiB */
+/*
+ * At most one read of the counters per 100 us: 10,000 read() calls a
+ * second in a storm of gaps, each about a microsecond of the spinner's.
+ */
+#define READ_HOLD_NS	100000
+
+struct event {
+	uint64_t start, ticks;
+	uint32_t causes;	/* 1 << JC_*, 0 if not attributed */
+};
+
+struct chunk {
+	struct chunk *next;
+	uint32_t used;
+	struct event ev[CHUNK];
+};
+
+struct spinner {
+	pthread_t thread;
+	int cpu;
+	uint64_t threshold, end;	/* ticks */
+	atomic_bool *go;
+	sem_t *refill;			/* posted when the spare is taken */
+	struct chunk *head, *cur;
+	_Atomic(struct chunk *) spare;	/* refilled by the main thread */
+	uint64_t gaps, dropped, loops;	/* gaps: reads over the threshold */
+	uint64_t hold;			/* ticks between counter reads, at least */
+	uint64_t smi_slow;		/* a dearer SMI read: only for the run */
+	struct jc_counters jc;
+	bool started;
+};
+
+struct stats {
+	uint64_t n, min, p50, p90, p99, p999, p9999, max, total;
+	double mean;
+	uint64_t *ns;		/* every duration, sorted */
+};
+
+/* A CPU's statistics from its spinner's events: 0, or -1 out of memory. */
+int jitter_compute(const struct spinner *s, const struct tsc_conv *conv, struct stats *st);
+
+/* Durations by powers of two from 1 us, as bars. */
+void jitter_histogram(const struct stats *st);
+
+/* A dump line's causes and its newline. */
+void jitter_dump_causes(FILE *out, uint32_t causes);
+
+/* A CPU's gaps by cause: as a table, and as JSON members. */
+void jitter_print_causes(const struct spinner *s, const struct tsc_conv *conv, uint64_t steal);
+void jitter_print_causes_json(const struct spinner *s, const struct tsc_conv *conv,
+			      uint64_t steal);
+
+/* The whole run in Prometheus's text format. */
+void jitter_print_prometheus(const struct spinner *sp, const struct stats *stats, int n,
+			     const struct tsc_conv *conv, const uint64_t *steal, double runtime,
+			     uint64_t threshold_ns);
+
+#endif /* TSC_JITTER_H */

@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The counters behind tsc-jitter's causes (jitter_causes.h).  One group of
+ * per-thread counters, software events and tracepoints, read with one
+ * read(); the SMI counter is CPU-wide (the msr PMU has no per-task
+ * context), a second read() where it exists.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "jitter_causes.h"
+#include "libtsc.h"
+
+const char *const jc_name[JC_NR] = {
+	[JC_TIMER] = "timer", [JC_IPI] = "ipi", [JC_RESCHED] = "resched",
+	[JC_IRQ] = "irq", [JC_IRQ_WORK] = "irq_work", [JC_SOFTIRQ] = "softirq",
+	[JC_NMI] = "nmi", [JC_PREEMPTED] = "preempted", [JC_PAGE_FAULT] = "page_fault",
+	[JC_SMI] = "smi", [JC_UNEXPLAINED] = "unexplained",
+};
+
+/* The group: software events first, so that the leader exists anywhere. */
+static const struct event {
+	enum jc_cause cause;
+	const char *tracepoint;	/* under tracefs's events/, or NULL */
+	uint64_t sw;		/* a PERF_COUNT_SW_*, for no tracepoint */
+} events[] = {
+	{ JC_PREEMPTED, NULL, PERF_COUNT_SW_CONTEXT_SWITCHES },
+	{ JC_PAGE_FAULT, NULL, PERF_COUNT_SW_PAGE_FAULTS },
+	{ JC_TIMER, "irq_vectors/local_timer_entry", 0 },
+	{ JC_IPI, "irq_vectors/call_function_entry", 0 },
+	{ JC_IPI, "irq_vectors/call_function_single_entry", 0 },
+	{ JC_RESCHED, "irq_vectors/reschedule_entry", 0 },
+	{ JC_IRQ, "irq/irq_handler_entry", 0 },
+	{ JC_IRQ_WORK, "irq_vectors/irq_work_entry", 0 },
+	{ JC_SOFTIRQ, "irq/softirq_entry", 0 },
+	{ JC_NMI, "nmi/nmi_handler", 0 },
+};
+#define NR_EVENTS (sizeof(events) / sizeof(events[0]))
+
+static const char *const tracefs[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+
+static int perf_open(struct perf_event_attr *attr, int pid, int cpu, int group)
+{
+	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, group, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* A number from a small sysfs or tracefs file, or -errno. */
+static long long read_number(const char *path, const char *fmt)
+{
+	long long v = -1;
+	FILE *f = fopen(path, "re");
+	int err;
+
+	if (!f)
+		return -errno;
+	err = fscanf(f, fmt, &v) == 1 ? 0 : -EINVAL;
+	(void)fclose(f);
+	return err ? err : v;
+}
+
+/* Where to say why a cause is not counted; NULL once it has been said. */
+static char *why_slot(struct jc_counters *c, enum jc_cause cause)
+{
+	return c->why[cause][0] ? NULL : c->why[cause];
+}
+#define WHY_SIZE sizeof(((struct jc_counters *)0)->why[0])
+
+/* Why perf refused, in the words that tell the reader what to change. */
+static void say_refused(struct jc_counters *c, enum jc_cause cause, int err)
+{
+	char *why = why_slot(c, cause);
+
+	if (!why)
+		return;
+	if (err == EACCES || err == EPERM)
+		snprintf(why, WHY_SIZE, "perf not allowed (perf_event_paranoid %lld, no CAP_PERFMON)",
+			 read_number("/proc/sys/kernel/perf_event_paranoid", "%lld"));
+	else
+		snprintf(why, WHY_SIZE, "perf_event_open: %s", strerror(err));
+}
+
+/* The tracepoint's id from tracefs, or -errno with the reason said. */
+static long long tracepoint_id(struct jc_counters *c, const struct event *e)
+{
+	char path[160], *why;
+	const char *dir = tracefs[0];
+	long long id = -ENOENT;
+
+	for (size_t i = 0; i < sizeof(tracefs) / sizeof(tracefs[0]); i++) {
+		dir = tracefs[i];
+		snprintf(path, sizeof(path), "%s/events/%s/id", dir, e->tracepoint);
+		id = read_number(path, "%lld");
+		if (id >= 0 || id == -EACCES)
+			break;
+	}
+	why = id < 0 ? why_slot(c, e->cause) : NULL;
+	if (!why)
+		return id;
+	if (id == -EACCES)
+		snprintf(why, WHY_SIZE, "%s is not readable: tracefs is root's", dir);
+	else if (access("/sys/kernel/tracing/events", F_OK))
+		snprintf(why, WHY_SIZE, "no tracefs at %s (mount -t tracefs nodev %s)",
+			 tracefs[0], tracefs[0]);
+	else
+		snprintf(why, WHY_SIZE, "no tracepoint %s in this kernel", e->tracepoint);
+	return id;
+}
+
+static void open_smi(struct jc_counters *c, int cpu, uint64_t slow_ticks)
+{
+	static const char pmu[] = "/sys/bus/event_source/devices/msr";
+	struct perf_event_attr attr = { .size = sizeof(attr) };
+	long long type, config;
+
+	type = read_number("/sys/bus/event_source/devices/msr/type", "%lld");
+	config = read_number("/sys/bus/event_source/devices/msr/events/smi", "event=%llx");
+	if (type < 0 || config < 0) {
+		char *why = why_slot(c, JC_SMI);
+
+		if (why)
+			snprintf(why, WHY_SIZE, "no %s/events/smi", pmu);
+		return;
+	}
+	attr.type = (uint32_t)type;
+	attr.config = (uint64_t)config;
+	/* The msr PMU counts per CPU only: this CPU's, whoever runs. */
+	c->smi = perf_open(&attr, -1, cpu, -1);
+	if (c->smi < 0) {
+		say_refused(c, JC_SMI, errno);
+		return;
+	}
+	c->counted[JC_SMI] = true;
+	c->smi_run = true;
+	/*
+	 * Reading it is a rdmsr: a few cycles on a bare CPU, an exit to the
+	 * hypervisor in a guest (2-3 us on this project's VMs), time in which
+	 * no gap is seen.  Where it is that dear, the run's count only.
+	 */
+	for (int i = 0; i < 3; i++) {
+		uint64_t t0 = tsc_rdtsc_ordered(), v, t;
+
+		if (read(c->smi, &v, sizeof(v)) != (ssize_t)sizeof(v)) {
+			c->smi_cost = UINT64_MAX;
+			break;
+		}
+		t = tsc_rdtsc_ordered() - t0;
+		c->smi_cost = i ? (t < c->smi_cost ? t : c->smi_cost) : t;
+	}
+	c->smi_per_gap = c->smi_cost <= slow_ticks;
+	if (!c->smi_per_gap) {
+		c->counted[JC_SMI] = false;
+		snprintf(c->why[JC_SMI], WHY_SIZE, "SMIs counted for the whole run only: a read costs %s",
+			 c->smi_cost == UINT64_MAX ? "an error" : "more than 1 us here (a VM exit)");
+	}
+}
+
+void jc_open(struct jc_counters *c, int cpu, uint64_t hold_ticks, uint64_t slow_ticks)
+{
+	*c = (struct jc_counters){ .group = -1, .smi = -1, .hold_ticks = hold_ticks };
+	for (size_t i = 0; i < NR_EVENTS && c->nr < sizeof(c->last) / sizeof(c->last[0]); i++) {
+		const struct event *e = &events[i];
+		struct perf_event_attr attr = {
+			.size = sizeof(attr),
+			.type = e->tracepoint ? PERF_TYPE_TRACEPOINT : PERF_TYPE_SOFTWARE,
+			.config = e->sw,
+			.read_format = PERF_FORMAT_GROUP,
+		};
+		int fd;
+
+		if (e->tracepoint) {
+			long long id = tracepoint_id(c, e);
+
+			if (id < 0)
+				continue;
+			attr.config = (uint64_t)id;
+		}
+		/* This thread, on whichever CPU (it is pinned to one). */
+		fd = perf_open(&attr, 0, -1, c->group);
+		if (fd < 0) {
+			say_refused(c, e->cause, errno);
+			continue;
+		}
+		if (c->group < 0)
+			c->group = fd;
+		c->fd[c->nr] = fd;
+		c->cause_of[c->nr++] = (uint8_t)e->cause;
+		c->counted[e->cause] = true;
+		/* One of a cause's events counted is enough to count it. */
+		c->why[e->cause][0] = '\0';
+	}
+	open_smi(c, cpu, slow_ticks);
+}
+
+/* The counters now: false if a read failed (then nothing is attributed). */
+static bool read_all(struct jc_counters *c, uint64_t *vals, uint64_t *smi)
+{
+	struct {
+		uint64_t nr, v[16];
+	} g;
+	ssize_t want = (ssize_t)((1 + c->nr) * sizeof(uint64_t));
+
+	if (c->group >= 0 && (read(c->group, &g, (size_t)want) != want || g.nr != c->nr))
+		return false;
+	memcpy(vals, g.v, c->nr * sizeof(uint64_t));
+	*smi = c->last_smi;
+	return c->smi < 0 || !c->smi_per_gap ||
+	       read(c->smi, smi, sizeof(*smi)) == (ssize_t)sizeof(*smi);
+}
+
+/* The SMI counter now, or 'fallback'. */
+static uint64_t read_smi(const struct jc_counters *c, uint64_t fallback)
+{
+	uint64_t v;
+
+	return c->smi >= 0 && read(c->smi, &v, sizeof(v)) == (ssize_t)sizeof(v) ? v : fallback;
+}
+
+void jc_start(struct jc_counters *c)
+{
+	c->last_smi = c->smi_start = read_smi(c, 0);
+	if (!read_all(c, c->last, &c->last_smi))
+		jc_close(c);
+	c->last_read = tsc_rdtsc_ordered();
+}
+
+static void tally(struct jc_tally *t, uint64_t ticks)
+{
+	t->gaps++;
+	t->ticks += ticks;
+	if (ticks > t->max_ticks)
+		t->max_ticks = ticks;
+}
+
+bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *causes)
+{
+	uint64_t vals[16], smi;
+	bool moved[JC_NR] = { false };
+
+	*causes = 0;
+	if (c->group < 0 && !c->smi_per_gap)
+		return false;
+	c->pending++;
+	c->pending_ticks += ticks;
+	if (now - c->last_read < c->hold_ticks)
+		return false;
+	if (!read_all(c, vals, &smi)) {
+		jc_close(c);
+		return false;
+	}
+	for (unsigned int i = 0; i < c->nr; i++)
+		moved[c->cause_of[i]] |= vals[i] != c->last[i];
+	moved[JC_SMI] = smi != c->last_smi;
+	memcpy(c->last, vals, sizeof(vals));
+	c->last_smi = smi;
+
+	if (c->pending == 1) {
+		bool any = false;
+
+		for (int k = 0; k < JC_UNEXPLAINED; k++) {
+			if (moved[k]) {
+				tally(&c->tally[k], ticks);
+				*causes |= 1u << k;
+			}
+			any |= moved[k];
+		}
+		if (!any) {
+			tally(&c->tally[JC_UNEXPLAINED], ticks);
+			*causes = 1u << JC_UNEXPLAINED;
+		}
+	} else {
+		c->held += c->pending;
+		c->held_ticks += c->pending_ticks;
+	}
+	c->pending = 0;
+	c->pending_ticks = 0;
+	c->reads++;
+	c->last_read = tsc_rdtsc_ordered();
+	c->read_ticks += c->last_read - now;
+	return true;
+}
+
+void jc_finish(struct jc_counters *c)
+{
+	c->smis = c->smi >= 0 ? read_smi(c, c->smi_start) - c->smi_start : 0;
+	c->held += c->pending;
+	c->held_ticks += c->pending_ticks;
+	c->pending = 0;
+	c->pending_ticks = 0;
+}
+
+void jc_close(struct jc_counters *c)
+{
+	/* Closing the leader leaves the members open: close them all. */
+	for (unsigned int i = 0; c->group >= 0 && i < c->nr; i++)
+		close(c->fd[i]);
+	if (c->smi >= 0)
+		close(c->smi);
+	c->group = -1;
+	c->smi = -1;
+}
+
+const char *jc_missing(const struct jc_counters *c, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (int k = 0; k < JC_UNEXPLAINED; k++) {
+		bool first = true;
+
+		if (c->counted[k] || !c->why[k][0])
+			continue;
+		/* Causes with the same reason once, the reason after them. */
+		for (int j = 0; j < k; j++)
+			if (!c->counted[j] && !strcmp(c->why[j], c->why[k]))
+				first = false;
+		if (!first)
+			continue;
+		len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s%s",
+					len ? "; " : "", jc_name[k]);
+		for (int j = k + 1; j < JC_UNEXPLAINED; j++)
+			if (!c->counted[j] && !strcmp(c->why[j], c->why[k]))
+				len += (size_t)snprintf(buf + len, len < size ? size - len : 0,
+							", %s", jc_name[j]);
+		len += (size_t)snprintf(buf + len, len < size ? size - len : 0, ": %s",
+					c->why[k]);
+	}
+	return buf;
+}
