@@ -18,7 +18,8 @@ VM_MODPROBE = modprobe $(if $(call kernel_root,$(1)),-d $(call kernel_root,$(1))
 # clients' (X-Ray, Abseil), run in the newest generic kernel's guest
 # alone; the timekeeper's stall in a guest of its own, below.
 FULL_KERNELS := $(sort $(OLDEST_GENERIC) $(lastword $(HOST_GENERIC)) $(NEWEST_GENERIC) $(NEWEST_RT))
-USERSPACE_TESTS := clients_test tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
+USERSPACE_TESTS := clients_test tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test \
+	jitter_causes_test
 full_skip = $(if $(filter $(NEWEST_GENERIC),$(1)),,$(USERSPACE_TESTS)) timekeeper_stall_test
 # One CPU, on the oldest kernel: no pair to measure, and 6.1 keeps its TSC
 # as clocksource there (with 2 CPUs under TCG it marks it unstable): the
@@ -91,6 +92,13 @@ vm-bench-smoke: dkms-check kbuild-check bench-smoke
 		"bench/irqoff_windows.sh $(call VM_KO,$(NEWEST_GENERIC)) --quick && \
 		 insmod $(call VM_KO,$(NEWEST_GENERIC)) && $(BUILD)/bench/offsets_bench --quick && \
 		 $(BUILD)/bench/clock_accuracy --adjust-clocks --quick --assert"
+
+# tsc-jitter's causes beside rtla osnoise's on the same injections
+# (bench/jitter_vs_rtla.sh), in a 2-CPU guest of the newest rt kernel:
+# Debian builds the osnoise tracer rtla reads into its rt kernels alone.
+vm-bench-causes: selftests lib
+	scripts/vm/run-in-vm.sh --kernel $(NEWEST_RT) --smp 2 --log $(BUILD)/vm/bench-causes.log -- \
+		bench/jitter_vs_rtla.sh $(BUILD)/userspace/tsc-jitter $(BUILD)/selftests/cause_inject
 
 # What the interrupts-off window length buys (bench/irqoff_windows.sh):
 # on this kernel if it loads modules, else in a 2-CPU guest of each
@@ -181,7 +189,7 @@ DEBUG_VM = scripts/vm/run-in-vm.sh --image $(1)/arch/x86/boot/bzImage --mem 2048
 export TSCFK_MARGIN_MS
 vm-debug-kasan: TSCFK_MARGIN_MS = 9000
 DEBUG_SKIP := scaling_test clients_test libtsc_test sysclock_exact_test tsc_report_test tsc_jitter_test \
-	tsc_coreclock_test tsc_interference_test
+	tsc_coreclock_test tsc_interference_test jitter_causes_test
 vm-debug: $(DEBUG_RUNS)
 
 # make check builds the debug kernels (when not cached: 4-6 minutes each)
@@ -225,5 +233,5 @@ vm-check: $(VM_RUNS) vm-notsc vm-suspend vm-bench-smoke vm-scaling $(ISOLATION_R
 VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-scaling $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS)))
 
-.PHONY: debug-kernels-start debug-kernels-wait vm-check $(VM_RUNS) vm-notsc vm-suspend vm-bench-smoke bench-windows vm-scaling $(ISOLATION_RUNS) \
+.PHONY: debug-kernels-start debug-kernels-wait vm-check $(VM_RUNS) vm-notsc vm-suspend vm-bench-smoke vm-bench-causes bench-windows vm-scaling $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) vm-debug $(DEBUG_RUNS)

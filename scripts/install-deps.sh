@@ -30,7 +30,8 @@ check)
 	      clang-14 libclang-rt-14-dev libabsl-dev g++ pkg-config
 	      python3 python3-jsonschema prometheus clang-tidy cppcheck gcovr
 	      build-essential debhelper dh-dkms lintian systemd git mmdebstrap shellcheck
-	      procps flex bison bc libelf-dev libssl-dev abi-dumper abi-compliance-checker" ;;
+	      procps flex bison bc libelf-dev libssl-dev abi-dumper abi-compliance-checker
+	      iproute2 rtla" ;;
 *)
 	echo "usage: $0 run|check" >&2
 	exit 2 ;;

@@ -35,7 +35,7 @@ esac
 tests=(estimator_test unload lifecycle_test clock_page_test stress_test scaling_test clients_test
        load sysfs_test trigger_test hotplug_test libtsc_test sysclock_exact_test timekeeper_stall_test
        tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test unload libtsc_test
-       tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
+       tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test jitter_causes_test
        rt_spinner_test kernel_file_test kmemleak dmesg_clean)
 n=0 passed=0 failed=0 skipped=0
 
@@ -120,6 +120,8 @@ for t in "${tests[@]}"; do
 		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-jitter" \
 			"$bin/../userspace/jitter_inject" \
 			"$here/../userspace/tools/tsc-jitter.schema.json" ;;
+	jitter_causes_test)
+		run $t "$here/$t.sh" "$bin/../userspace/tsc-jitter" "$bin/cause_inject" ;;
 	tsc_coreclock_test)
 		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-coreclock" \
 			"$here/../userspace/tools/tsc-coreclock.schema.json" ;;

@@ -159,9 +159,11 @@ static void open_smi(struct jc_counters *c, int cpu, uint64_t slow_ticks)
 	}
 }
 
-void jc_open(struct jc_counters *c, int cpu, uint64_t hold_ticks, uint64_t slow_ticks)
+void jc_open(struct jc_counters *c, int cpu, uint64_t interval_ticks, unsigned int burst,
+	     uint64_t slow_ticks)
 {
-	*c = (struct jc_counters){ .group = -1, .smi = -1, .hold_ticks = hold_ticks };
+	*c = (struct jc_counters){ .group = -1, .smi = -1, .interval_ticks = interval_ticks,
+				   .burst_ticks = burst * interval_ticks };
 	for (size_t i = 0; i < NR_EVENTS && c->nr < sizeof(c->last) / sizeof(c->last[0]); i++) {
 		const struct event *e = &events[i];
 		struct perf_event_attr attr = {
@@ -246,7 +248,8 @@ bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *cause
 		return false;
 	c->pending++;
 	c->pending_ticks += ticks;
-	if (now - c->last_read < c->hold_ticks)
+	/* The generic cell rate algorithm: due at tat, or up to a burst early. */
+	if ((int64_t)(c->tat - now) > (int64_t)c->burst_ticks)
 		return false;
 	if (!read_all(c, vals, &smi)) {
 		jc_close(c);
@@ -279,6 +282,7 @@ bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *cause
 	c->pending = 0;
 	c->pending_ticks = 0;
 	c->reads++;
+	c->tat = ((int64_t)(c->tat - now) > 0 ? c->tat : now) + c->interval_ticks;
 	c->last_read = tsc_rdtsc_ordered();
 	c->read_ticks += c->last_read - now;
 	return true;

@@ -50,7 +50,9 @@ struct jc_counters {
 	uint64_t last_smi, smi_start;
 	uint64_t smi_cost;	/* ticks a read of the SMI counter takes */
 	bool smi_per_gap;	/* read after each gap: cheap enough */
-	uint64_t hold_ticks;	/* no read sooner than this after the last */
+	uint64_t interval_ticks; /* a read per this, sustained, */
+	uint64_t burst_ticks;	/* or this much earlier in a burst */
+	uint64_t tat;		/* when the next read is due (GCRA) */
 	uint64_t last_read;	/* TSC at the end of the last read */
 	uint64_t pending, pending_ticks; /* gaps since the last read */
 	bool counted[JC_NR];	/* causes with a counter */
@@ -65,18 +67,19 @@ struct jc_counters {
 
 /*
  * Open the counters for the calling thread, pinned to 'cpu'; reads held
- * to one per 'hold_ticks'; the SMI counter read after each gap only if a
- * read takes at most 'slow_ticks'.  Never fails: what cannot be opened
+ * to one per 'interval_ticks' with bursts of 'burst'; the SMI counter read
+ * after each gap only if a read takes at most 'slow_ticks'.  Never fails: what cannot be opened
  * is left out, and jc_missing() says why.
  */
-void jc_open(struct jc_counters *c, int cpu, uint64_t hold_ticks, uint64_t slow_ticks);
+void jc_open(struct jc_counters *c, int cpu, uint64_t interval_ticks, unsigned int burst,
+	     uint64_t slow_ticks);
 
 /* Just before the watch starts: the counts to compare the first gap's with. */
 void jc_start(struct jc_counters *c);
 
 /*
- * A gap of 'ticks' ended at TSC 'now'.  Reads the counters unless the
- * last read was under hold_ticks ago; true if it did, when the caller
+ * A gap of 'ticks' ended at TSC 'now'.  Reads the counters unless reads
+ * are over their rate; true if it did, when the caller
  * should restart its watch, since the read itself took time.  *causes
  * gets this gap's causes, 1 << JC_* (JC_UNEXPLAINED if none moved), or
  * 0 if it is not attributed (no read, or a read shared with another).

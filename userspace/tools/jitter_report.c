@@ -121,9 +121,10 @@ void jitter_print_causes(const struct spinner *s, const struct tsc_conv *conv, u
 		       (unsigned long long)tsc_ticks_to_ns(conv, t->max_ticks));
 	}
 	if (c->held)
-		printf("    %-14s %9llu %14llu  (within %d us of another: one read for both)\n",
+		printf("    %-14s %9llu %14llu  (reads shared: more than %d a second)\n",
 		       "not attributed", (unsigned long long)c->held,
-		       (unsigned long long)tsc_ticks_to_ns(conv, c->held_ticks), READ_HOLD_NS / 1000);
+		       (unsigned long long)tsc_ticks_to_ns(conv, c->held_ticks),
+		       1000000000 / READ_INTERVAL_NS);
 	printf("    counters read %llu times, %.1f us each (not watched for gaps)",
 	       (unsigned long long)c->reads,
 	       c->reads ? (double)tsc_ticks_to_ns(conv, c->read_ticks) / (double)c->reads / 1e3 : 0.0);

@@ -17,8 +17,9 @@
  * Why each gap happened: every spinner counts, per thread, what can take
  * its CPU (jitter_causes.h), and after a gap reads the counters and puts
  * the gap down to every cause whose count moved since the last read.
- * Reads are held to one per READ_HOLD_NS: gaps closer together than that
- * share one read and are reported as not attributed, never guessed at.
+ * Reads are held to one per READ_INTERVAL_NS, with bursts of READ_BURST:
+ * gaps beyond that share one read and are reported as not attributed,
+ * never guessed at.
  *
  * Exit status: 0 done, 2 usage, 3 failure.
  */
@@ -93,7 +94,7 @@ static void *spin(void *arg)
 	uint64_t last;
 
 	/* Opened by this thread: per-thread counters count this thread. */
-	jc_open(&s->jc, s->cpu, s->hold, s->smi_slow);
+	jc_open(&s->jc, s->cpu, s->read_interval, READ_BURST, s->smi_slow);
 	while (!atomic_load_explicit(s->go, memory_order_acquire))
 		;
 	jc_start(&s->jc);
@@ -293,7 +294,7 @@ int main(int argc, char **argv)
 			continue;
 		sp[n] = (struct spinner){ .cpu = c, .go = &go, .refill = &refill,
 			.threshold = tsc_ns_to_ticks(&clk.conv, threshold_ns),
-			.hold = tsc_ns_to_ticks(&clk.conv, READ_HOLD_NS),
+			.read_interval = tsc_ns_to_ticks(&clk.conv, READ_INTERVAL_NS),
 			.smi_slow = tsc_ns_to_ticks(&clk.conv, 1000) };
 		sp[n].head = sp[n].cur = new_chunk();
 		atomic_init(&sp[n].spare, new_chunk());
@@ -405,11 +406,12 @@ int main(int argc, char **argv)
 		/* The dump's clock: anchor_ticks is anchor_ns, at frequency_hz. */
 		printf("{\n  \"schema_version\": 1,\n  \"frequency_hz\": %.3f, \"frequency_source\": \"%s\",\n"
 		       "  \"anchor_ticks\": %llu, \"anchor_ns\": %llu,\n"
-		       "  \"runtime_s\": %.3f, \"threshold_ns\": %llu, \"read_hold_ns\": %d,\n"
+		       "  \"runtime_s\": %.3f, \"threshold_ns\": %llu,\n"
+		       "  \"read_interval_ns\": %d, \"read_burst\": %d,\n"
 		       "  \"warnings\": ",
 		       clk.freq.hz, tsc_source_name(clk.freq.source),
 		       (unsigned long long)clk.base_ticks, (unsigned long long)clk.base_mono_ns,
-		       runtime, (unsigned long long)threshold_ns, READ_HOLD_NS);
+		       runtime, (unsigned long long)threshold_ns, READ_INTERVAL_NS, READ_BURST);
 		cli_json_str(stdout, warnings);
 		printf(",\n  \"causes_not_counted\": ");
 		cli_json_str(stdout, missing);
