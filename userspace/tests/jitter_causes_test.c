@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * tsc-jitter's counters (tools/jitter_causes.c) on the thread that makes
+ * the gaps itself, as a user's own thread would: a page-fault storm,
+ * madvise(MADV_DONTNEED) and a touch, 1000 times, each fault timed as a
+ * gap and handed to jc_gap().  At least 90% must be put down to page
+ * faults.  Between faults the thread spins 150 us, so that every gap has a
+ * read of its own (the reads' rate limit is 10,000 a second), and does not
+ * sleep, which would be a cause of its own.  Without perf the test skips,
+ * with the reason the tool would print.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "libtsc.h"
+#include "../tools/jitter_causes.h"
+
+#define FAULTS	1000
+
+TEST(page_faults_are_put_down_to_page_faults)
+{
+	struct jc_counters c;
+	TSC_CLOCK(clk);
+	uint64_t interval, space;
+	unsigned int ours = 0, only = 0, read = 0;
+	long page = sysconf(_SC_PAGESIZE);
+	char *mem;
+	cpu_set_t one;
+	int cpu = sched_getcpu();
+
+	ASSERT_EQ(0, tsc_clock_init(&clk, NULL));
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+	interval = tsc_ns_to_ticks(&clk.conv, 100000);
+	space = tsc_ns_to_ticks(&clk.conv, 150000);
+	jc_open(&c, cpu, interval, 64, tsc_ns_to_ticks(&clk.conv, 1000));
+	if (!c.counted[JC_PAGE_FAULT]) {
+		char why[512];
+
+		jc_missing(&c, why, sizeof(why));
+		jc_close(&c);
+		SKIP(return, "no page-fault counter: %s", why);
+	}
+	mem = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, mem);
+	mem[0] = 1;
+	jc_start(&c);
+	for (int i = 0; i < FAULTS; i++) {
+		uint64_t t0, t1, until;
+		uint32_t causes;
+
+		/* A syscall, not a fault: the page is gone, and comes back zeroed. */
+		ASSERT_EQ(0, madvise(mem, (size_t)page, MADV_DONTNEED));
+		t0 = tsc_rdtsc_ordered();
+		mem[0] = 1;
+		t1 = tsc_rdtsc_ordered();
+		read += jc_gap(&c, t1, t1 - t0, &causes);
+		ours += !!(causes & (1u << JC_PAGE_FAULT));
+		only += causes == 1u << JC_PAGE_FAULT;
+		until = tsc_rdtsc_ordered() + space;
+		while ((int64_t)(tsc_rdtsc_ordered() - until) < 0)
+			;
+	}
+	jc_finish(&c);
+	jc_close(&c);
+	munmap(mem, (size_t)page);
+	TH_LOG("%d faults: %u read, %u put down to page faults, %u to page faults alone; tally %llu",
+	       FAULTS, read, ours, only, (unsigned long long)c.tally[JC_PAGE_FAULT].gaps);
+	EXPECT_GE(ours * 10, FAULTS * 9);
+	EXPECT_EQ(ours, c.tally[JC_PAGE_FAULT].gaps);
+}
+
+TEST_HARNESS_MAIN
