@@ -43,6 +43,7 @@ static const struct event {
 #define NR_EVENTS (sizeof(events) / sizeof(events[0]))
 
 static const char *const tracefs[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+#define MSR_PMU	"/sys/bus/event_source/devices/msr"
 
 static int perf_open(struct perf_event_attr *attr, int pid, int cpu, int group)
 {
@@ -113,17 +114,16 @@ static long long tracepoint_id(struct jc_counters *c, const struct event *e)
 
 static void open_smi(struct jc_counters *c, int cpu, uint64_t slow_ticks)
 {
-	static const char pmu[] = "/sys/bus/event_source/devices/msr";
 	struct perf_event_attr attr = { .size = sizeof(attr) };
 	long long type, config;
 
-	type = read_number("/sys/bus/event_source/devices/msr/type", "%lld");
-	config = read_number("/sys/bus/event_source/devices/msr/events/smi", "event=%llx");
+	type = read_number(MSR_PMU "/type", "%lld");
+	config = read_number(MSR_PMU "/events/smi", "event=%llx");
 	if (type < 0 || config < 0) {
 		char *why = why_slot(c, JC_SMI);
 
 		if (why)
-			snprintf(why, WHY_SIZE, "no %s/events/smi", pmu);
+			snprintf(why, WHY_SIZE, "no " MSR_PMU "/events/smi");
 		return;
 	}
 	attr.type = (uint32_t)type;
@@ -227,7 +227,15 @@ void jc_start(struct jc_counters *c)
 	c->last_smi = c->smi_start = read_smi(c, 0);
 	if (!read_all(c, c->last, &c->last_smi))
 		jc_close(c);
-	c->last_read = tsc_rdtsc_ordered();
+}
+
+/* Gaps waiting for a read that will not tell them apart: not attributed. */
+static void hold_pending(struct jc_counters *c)
+{
+	c->held += c->pending;
+	c->held_ticks += c->pending_ticks;
+	c->pending = 0;
+	c->pending_ticks = 0;
 }
 
 static void tally(struct jc_tally *t, uint64_t ticks)
@@ -240,7 +248,7 @@ static void tally(struct jc_tally *t, uint64_t ticks)
 
 bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *causes)
 {
-	uint64_t vals[16], smi;
+	uint64_t vals[16], smi, done;
 	bool moved[JC_NR] = { false };
 
 	*causes = 0;
@@ -275,26 +283,21 @@ bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *cause
 			tally(&c->tally[JC_UNEXPLAINED], ticks);
 			*causes = 1u << JC_UNEXPLAINED;
 		}
-	} else {
-		c->held += c->pending;
-		c->held_ticks += c->pending_ticks;
+		c->pending = 0;
+		c->pending_ticks = 0;
 	}
-	c->pending = 0;
-	c->pending_ticks = 0;
+	hold_pending(c);
 	c->reads++;
 	c->tat = ((int64_t)(c->tat - now) > 0 ? c->tat : now) + c->interval_ticks;
-	c->last_read = tsc_rdtsc_ordered();
-	c->read_ticks += c->last_read - now;
+	done = tsc_rdtsc_ordered();
+	c->read_ticks += done - now;
 	return true;
 }
 
 void jc_finish(struct jc_counters *c)
 {
 	c->smis = c->smi >= 0 ? read_smi(c, c->smi_start) - c->smi_start : 0;
-	c->held += c->pending;
-	c->held_ticks += c->pending_ticks;
-	c->pending = 0;
-	c->pending_ticks = 0;
+	hold_pending(c);
 }
 
 void jc_close(struct jc_counters *c)
@@ -306,6 +309,11 @@ void jc_close(struct jc_counters *c)
 		close(c->smi);
 	c->group = -1;
 	c->smi = -1;
+}
+
+bool jc_reported(const struct jc_counters *c, enum jc_cause cause)
+{
+	return c->counted[cause] || (cause == JC_UNEXPLAINED && c->reads);
 }
 
 const char *jc_missing(const struct jc_counters *c, char *buf, size_t size)

@@ -53,7 +53,6 @@ struct jc_counters {
 	uint64_t interval_ticks; /* a read per this, sustained, */
 	uint64_t burst_ticks;	/* or this much earlier in a burst */
 	uint64_t tat;		/* when the next read is due (GCRA) */
-	uint64_t last_read;	/* TSC at the end of the last read */
 	uint64_t pending, pending_ticks; /* gaps since the last read */
 	bool counted[JC_NR];	/* causes with a counter */
 	char why[JC_NR][128];	/* why one is not counted */
@@ -90,6 +89,12 @@ bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *cause
 void jc_finish(struct jc_counters *c);
 
 void jc_close(struct jc_counters *c);
+
+/*
+ * Whether a cause has figures in the outputs: it is counted here, or it
+ * is 'unexplained' and the counters were read.
+ */
+bool jc_reported(const struct jc_counters *c, enum jc_cause cause);
 
 /*
  * The causes not counted and why, one line ("" if every cause is), as

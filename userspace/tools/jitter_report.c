@@ -114,7 +114,7 @@ void jitter_print_causes(const struct spinner *s, const struct tsc_conv *conv, u
 	for (int k = 0; k < JC_NR; k++) {
 		const struct jc_tally *t = &c->tally[k];
 
-		if (!c->counted[k] && k != JC_UNEXPLAINED)
+		if (!jc_reported(c, k))
 			continue;
 		printf("    %-14s %9llu %14llu %12llu\n", jc_name[k], (unsigned long long)t->gaps,
 		       (unsigned long long)tsc_ticks_to_ns(conv, t->ticks),
@@ -144,8 +144,7 @@ void jitter_print_causes_json(const struct spinner *s, const struct tsc_conv *co
 	for (int k = 0; k < JC_NR; k++) {
 		const struct jc_tally *t = &c->tally[k];
 
-		/* Unexplained only means something where a cause is counted. */
-		if (!c->counted[k] && (k != JC_UNEXPLAINED || !c->reads))
+		if (!jc_reported(c, k))
 			continue;
 		printf("%s\"%s\": {\"gaps\": %llu, \"total_ns\": %llu, \"max_ns\": %llu}",
 		       first ? "" : ", ", jc_name[k], (unsigned long long)t->gaps,
@@ -177,7 +176,7 @@ static void cause_metric(const struct spinner *sp, int n, const struct tsc_conv 
 		for (int k = 0; k < JC_NR; k++) {
 			const struct jc_tally *t = &sp[i].jc.tally[k];
 
-			if (!sp[i].jc.counted[k] && (k != JC_UNEXPLAINED || !sp[i].jc.reads))
+			if (!jc_reported(&sp[i].jc, k))
 				continue;
 			printf("%s{cpu=\"%d\",cause=\"%s\"} ", name, sp[i].cpu, jc_name[k]);
 			if (what == 0)

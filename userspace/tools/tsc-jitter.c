@@ -391,14 +391,15 @@ int main(int argc, char **argv)
 	if (missing[0] && prometheus)
 		fprintf(stderr, "tsc-jitter: causes not counted: %s\n", missing);
 
-	if (prometheus) {
-		stats = calloc((size_t)n, sizeof(*stats));
-		for (int i = 0; i < n; i++) {
-			if (!stats || jitter_compute(&sp[i], &clk.conv, &stats[i])) {
-				fprintf(stderr, "tsc-jitter: out of memory for the statistics\n");
-				return EXIT_FAIL;
-			}
+	/* Once per CPU: every output reads them. */
+	stats = calloc((size_t)n, sizeof(*stats));
+	for (int i = 0; i < n; i++) {
+		if (!stats || jitter_compute(&sp[i], &clk.conv, &stats[i])) {
+			fprintf(stderr, "tsc-jitter: out of memory for the statistics\n");
+			return EXIT_FAIL;
 		}
+	}
+	if (prometheus) {
 		jitter_print_prometheus(sp, stats, n, &clk.conv, steal, runtime, threshold_ns);
 		goto dump;
 	}
@@ -423,14 +424,6 @@ int main(int argc, char **argv)
 		       (unsigned long long)threshold_ns, "cpu", "events", "per s", "min",
 		       "p50", "mean", "p90", "p99", "p99.9", "p99.99", "max", "stolen ns",
 		       "stolen%");
-	}
-	/* Once per CPU: the table and the histograms both read them. */
-	stats = calloc((size_t)n, sizeof(*stats));
-	for (int i = 0; i < n; i++) {
-		if (!stats || jitter_compute(&sp[i], &clk.conv, &stats[i])) {
-			fprintf(stderr, "tsc-jitter: out of memory for the statistics\n");
-			return EXIT_FAIL;
-		}
 	}
 	for (int i = 0; i < n; i++) {
 		const struct stats st = stats[i];
