@@ -66,15 +66,8 @@ static void run(struct model *m, struct cc_result *r)
 {
 	double t[NV][REPS], ratio[NV][REPS], ipc[NV], chain_ns;
 
-	for (m->rep = 0; m->rep < REPS; m->rep++) {
-		double tr[NV], rr[NV];
-
-		cc_repetition(NV, model_time, m, tr, rr);
-		for (size_t v = 0; v < NV; v++) {
-			t[v][m->rep] = tr[v];
-			ratio[v][m->rep] = rr[v];
-		}
-	}
+	for (m->rep = 0; m->rep < REPS; m->rep++)
+		cc_repetition(NV, model_time, m, &t[0][m->rep], &ratio[0][m->rep], REPS);
 	for (size_t v = 0; v < NV; v++)
 		ipc[v] = cc_median(ratio[v], REPS);
 	chain_ns = cc_median(t[0], REPS);

@@ -58,13 +58,15 @@ static inline double cc_median(double *v, size_t n)
 /*
  * One repetition: the chain, then each other variant followed by the
  * chain again (A v1 A v2 ... A).  time(v) gives ns per op of variant v;
- * t[v] receives it, ratio[v] the variant's ops per cycle: the mean of the
- * chain timings just before and after it (one cycle each) over its own.
- * A core clock that drifts during the run (turbo, a busy host: 4% within
- * 60 ms on an AMD EPYC VM) cancels when the drift is linear.
+ * t[v * stride] receives it, ratio[v * stride] the variant's ops per
+ * cycle: the mean of the chain timings just before and after it (one
+ * cycle each) over its own.  (With rows of repetitions, stride is a row's
+ * length and t the repetition's column.)  A core clock that drifts during
+ * the run (turbo, a busy host: 4% within 60 ms on an AMD EPYC VM) cancels
+ * when the drift is linear.
  */
 static inline void cc_repetition(size_t nv, double (*time)(size_t v, void *ctx),
-				 void *ctx, double *t, double *ratio)
+				 void *ctx, double *t, double *ratio, size_t stride)
 {
 	double before = time(0, ctx);
 
@@ -73,9 +75,9 @@ static inline void cc_repetition(size_t nv, double (*time)(size_t v, void *ctx),
 	for (size_t v = 1; v < nv; v++) {
 		double after;
 
-		t[v] = time(v, ctx);
+		t[v * stride] = time(v, ctx);
 		after = time(0, ctx);
-		ratio[v] = (before + after) / 2 / t[v];
+		ratio[v * stride] = (before + after) / 2 / t[v * stride];
 		before = after;
 	}
 }

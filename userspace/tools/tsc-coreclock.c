@@ -48,6 +48,7 @@
 #include "libtsc.h"
 
 #define EXIT_FAIL	3
+#define MAX_REPS	1000	/* --reps at most: the rows of timings */
 
 static const char usage[] =
 "Usage: tsc-coreclock [--cpu N] [--ms MS] [--reps N] [--json]\n"
@@ -180,7 +181,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'r':
-			if (cli_parse_u64(optarg, 3, 1000, &reps)) {
+			if (cli_parse_u64(optarg, 3, MAX_REPS, &reps)) {
 				fprintf(stderr, "tsc-coreclock: --reps '%s': want 3 to 1000\n", optarg);
 				return EXIT_USAGE;
 			}
@@ -217,8 +218,8 @@ int main(int argc, char **argv)
 	}
 
 	{
-		double (*t)[1000] = calloc(NV, sizeof(*t));
-		double (*ratio)[1000] = calloc(NV, sizeof(*ratio));
+		double (*t)[MAX_REPS] = calloc(NV, sizeof(*t));
+		double (*ratio)[MAX_REPS] = calloc(NV, sizeof(*ratio));
 		struct timing tm = { &clk, ms };
 		struct cc_variant vars[NV];
 
@@ -228,15 +229,8 @@ int main(int argc, char **argv)
 			free(ratio);
 			return EXIT_FAIL;
 		}
-		for (uint64_t r = 0; r < reps; r++) {
-			double tr[NV], rr[NV];
-
-			cc_repetition(NV, time_one, &tm, tr, rr);
-			for (size_t v = 0; v < NV; v++) {
-				t[v][r] = tr[v];
-				ratio[v][r] = rr[v];
-			}
-		}
+		for (uint64_t r = 0; r < reps; r++)
+			cc_repetition(NV, time_one, &tm, &t[0][r], &ratio[0][r], MAX_REPS);
 		/* The median of the ratios: a clock step moves one repetition's. */
 		for (size_t v = 0; v < NV; v++) {
 			ipc[v] = cc_median(ratio[v], reps);
