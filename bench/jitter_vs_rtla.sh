@@ -13,10 +13,10 @@
 #
 # Usage: jitter_vs_rtla.sh TSC_JITTER CAUSE_INJECT
 
+# The tools' tests' helpers: $tmp, tracefs_for_run.
+. "$(dirname "$0")/../userspace/tests/tools_lib.sh"
 tool=${1:?usage: jitter_vs_rtla.sh TSC_JITTER CAUSE_INJECT}
 inject=${2:?usage}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 die() { echo "jitter_vs_rtla: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "needs root"
@@ -25,11 +25,8 @@ cpus=$(python3 -c 'import os; a = sorted(os.sched_getaffinity(0)); print(a[0], a
 read -r helper target <<< "$cpus"
 [ -n "$target" ] || die "needs two CPUs"
 ip link set lo up 2> /dev/null
-tracing=/sys/kernel/tracing
-if [ ! -e $tracing/events ] && mount -t tracefs nodev $tracing; then
-	trap 'umount $tracing; rm -rf "$tmp"' EXIT
-fi
-grep -qw osnoise $tracing/available_tracers || die "no osnoise tracer in this kernel"
+tracefs_for_run || die "no tracefs at /sys/kernel/tracing"
+grep -qw osnoise /sys/kernel/tracing/available_tracers || die "no osnoise tracer in this kernel"
 
 rate=1000 threshold_us=2
 # tsc-jitter: the injection 1.5 s into a 4 s watch (the tool first

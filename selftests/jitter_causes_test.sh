@@ -13,12 +13,10 @@
 #
 # Usage: jitter_causes_test.sh TSC_JITTER CAUSE_INJECT
 
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/ktap.sh"
+# The tools' tests' helpers: KTAP, $tmp, json, tracefs_for_run.
+. "$(dirname "$0")/../userspace/tests/tools_lib.sh"
 tool=${1:?usage: jitter_causes_test.sh TSC_JITTER CAUSE_INJECT}
 inject=${2:?usage}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
 [ "$(id -u)" = 0 ] || ktap_skip_all "needs root: CPU-wide perf events and the loopback's RPS"
 target=$(python3 -c 'import os; a = sorted(os.sched_getaffinity(0)); print(a[-1] if len(a) > 1 else "")')
@@ -26,20 +24,15 @@ target=$(python3 -c 'import os; a = sorted(os.sched_getaffinity(0)); print(a[-1]
 helper=$(python3 -c 'import os; print(sorted(os.sched_getaffinity(0))[0])')
 # The loopback carries the softirq injection: up, if a bare guest left it down.
 ip link set lo up 2> /dev/null
-tracing=/sys/kernel/tracing
-if [ ! -e $tracing/events ] && mount -t tracefs nodev $tracing 2> /dev/null; then
-	trap 'umount $tracing; rm -rf "$tmp"' EXIT
-fi
+tracefs_for_run
 
 # Injections 1000 a second for 2 s, 1.5 s into a 4 s watch (the tool
-# calibrates for up to 1 s first): 1 ms apart, far beyond the 100 us the
-# tool's counter reads are held to, so that they do not share reads.
+# calibrates for up to 1 s first): well within the tool's 10,000 counter
+# reads a second, so that each has a read of its own.
 rate=1000 seconds=2 runtime=4 threshold=${TSCFK_JITTER_THRESHOLD_NS:-2000}
 watch() {
 	"$tool" --cores "$target" --runtime $runtime --threshold "$threshold" --json > "$tmp/$1.json"
 }
-
-json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 modes=(timer ipi softirq)
 ktap_plan $((${#modes[@]} + 1))

@@ -3,12 +3,21 @@
 # (selftests/ktap.sh), a temporary directory $tmp removed at exit, and:
 
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../../selftests/ktap.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../selftests/ktap.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # json FILE EXPR: a Python expression's value, with j the JSON document.
 json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# tracefs_for_run: tracefs at /sys/kernel/tracing (the tracepoints' ids
+# tsc-jitter counts by): as root, mounted for the run if nobody has, and
+# unmounted at exit.  False if it is not there.
+tracefs_for_run() {
+	[ -e /sys/kernel/tracing/events ] && return 0
+	[ "$(id -u)" = 0 ] && mount -t tracefs nodev /sys/kernel/tracing 2> /dev/null || return 1
+	trap 'umount /sys/kernel/tracing; rm -rf "$tmp"' EXIT
+}
 
 # valid_json FILE SCHEMA: FILE validates against the JSON Schema.
 valid_json() {

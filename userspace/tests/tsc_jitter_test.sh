@@ -42,12 +42,8 @@ ktap_check "--dump to a symbolic link: exit 2, the link's target untouched" \
 # tsc_clock_init() is done, which calibrates for at most 1 s: whatever
 # either's start-up costs, every stall falls within the spinning.
 cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
-# The interrupt counters need tracefs's ids: as root, mount it for the
-# run if nobody has (and only then unmount it).
-tracing=/sys/kernel/tracing
-if [ "$(id -u)" = 0 ] && [ ! -e $tracing/events ] && mount -t tracefs nodev $tracing 2> /dev/null; then
-	trap 'umount $tracing; rm -rf "$tmp"' EXIT
-fi
+# The interrupt counters need tracefs's ids.
+tracefs_for_run
 "$inject" "$cpu" 10 2000 100 1500 "$tmp/spans" &
 pid=$!
 "$tool" --cores "$cpu" --runtime 3 --threshold 20000 --json --dump "$tmp/dump" > "$tmp/out.json"
@@ -92,27 +88,26 @@ PY
 	ktap_check "the JSON agrees: max >= 2 ms, stolen >= 20 ms, events = dump lines" test \
 		"$(json "$tmp/out.json" "int($c['max_ns'] >= 2000000 and $c['stolen_ns'] >= 20000000)")" = 1 \
 		-a "$(json "$tmp/out.json" "$c['events']")" = "$(wc -l < "$tmp/dump")"
+	# stalls_put_down_to CAUSE COUNT NAME: at least 9 of the 10 stalls
+	# were, where the run counts CAUSE.
+	stalls_put_down_to() {
+		if [ "$(json "$tmp/out.json" "int('$1' in $c['causes'])")" = 1 ]; then
+			ktap_check "$3 ($2)" test "$2" -ge 9
+		else
+			ktap_skip "$3" "no $1 counter: $(json "$tmp/out.json" 'j["causes_not_counted"]')"
+		fi
+	}
 	# The injector's thread takes the CPU: the spinner is switched out,
 	# which its per-thread context-switch counter sees.  A stall may share
 	# a read with gaps just before it, in a storm (reads at most 10,000 a
 	# second beyond a burst of 64).
-	if [ "$(json "$tmp/out.json" "int('preempted' in $c['causes'])")" = 1 ]; then
-		ktap_check "at least 9 of the 10 injected stalls are put down to preemption ($preempted)" \
-			test "$preempted" -ge 9
-	else
-		ktap_skip "injected stalls put down to preemption" \
-			"no context-switch counter: $(json "$tmp/out.json" 'j["causes_not_counted"]')"
-	fi
+	stalls_put_down_to preempted "$preempted" \
+		"at least 9 of the 10 injected stalls are put down to preemption"
 	# And it wakes from nanosleep(): an hrtimer armed on this CPU, whose
 	# interrupt the spinner takes first.  A counter swapped with another
 	# cause's fails one of the two checks.
-	if [ "$(json "$tmp/out.json" "int('timer' in $c['causes'])")" = 1 ]; then
-		ktap_check "at least 9 of them are put down to the timer that woke the injector ($timer)" \
-			test "$timer" -ge 9
-	else
-		ktap_skip "injected stalls put down to the timer" \
-			"no timer counter: $(json "$tmp/out.json" 'j["causes_not_counted"]')"
-	fi
+	stalls_put_down_to timer "$timer" \
+		"at least 9 of them are put down to the timer that woke the injector"
 	# Every gap is attributed in the dump or counted as not attributed.
 	ktap_check "dump lines not attributed (-) = not_attributed in the JSON" test \
 		"$(awk '$4 == "-"' "$tmp/dump" | wc -l)" = "$(json "$tmp/out.json" "$c['not_attributed']")"
