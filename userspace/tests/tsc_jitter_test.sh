@@ -119,11 +119,13 @@ ktap_check "statistics are ordered: min <= p50 <= p90 <= p99 <= p99.9 <= p99.99 
 # silently.  Not every read is one: two reads can fall within a tick or two
 # of each other (seen under TCG, once in 1.5 million), so the tool counts
 # the gaps it finds, and the flood must be one (at least 1000 of them).
+# At most one per read, and one more per counter read (a read longer than
+# reads are is a gap of its own: under TCG, often).
 "$tool" --cores "$cpu" --runtime 0.05 --threshold 1 --json > "$tmp/flood.json"
 c='j["cpus"][0]'
 echo "# flood: $(json "$tmp/flood.json" "($c['events'], $c['dropped'], $c['gaps'], $c['loops'])") (events, dropped, gaps, loops)"
 ktap_check "every gap is kept or counted as dropped" test "$(json "$tmp/flood.json" \
-	"int($c['events'] + $c['dropped'] == $c['gaps'] and 1000 < $c['gaps'] <= $c['loops'])")" = 1
+	"int($c['events'] + $c['dropped'] == $c['gaps'] and 1000 < $c['gaps'] <= $c['loops'] + $c['counter_reads'])")" = 1
 # The flood is the storm the rate limit is for: reads at most one per
 # read_interval_ns and a burst (50 ms: 500 and 64), the rest not attributed.
 echo "# flood: $(json "$tmp/flood.json" "($c['counter_reads'], $c['not_attributed'])") (counter reads, not attributed)"

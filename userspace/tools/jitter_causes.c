@@ -222,11 +222,32 @@ static uint64_t read_smi(const struct jc_counters *c, uint64_t fallback)
 	return c->smi >= 0 && read(c->smi, &v, sizeof(v)) == (ssize_t)sizeof(v) ? v : fallback;
 }
 
+/* A read's cost, for jc_gap_in_read(). */
+static void keep_read(struct jc_counters *c, uint64_t ticks)
+{
+	if (ticks < c->read_min)
+		c->read_min = ticks;
+	c->read_recent[c->read_next] = ticks;
+	c->read_next = (c->read_next + 1) % JC_READS_KEPT;
+	if (c->read_kept < JC_READS_KEPT)
+		c->read_kept++;
+}
+
 void jc_start(struct jc_counters *c)
 {
 	c->last_smi = c->smi_start = read_smi(c, 0);
-	if (!read_all(c, c->last, &c->last_smi))
-		jc_close(c);
+	/* A few reads, for what a read costs: jc_gap_in_read(). */
+	c->read_min = UINT64_MAX;
+	c->read_kept = 0;
+	for (int i = 0; i < 4; i++) {
+		uint64_t t0 = tsc_rdtsc_ordered();
+
+		if (!read_all(c, c->last, &c->last_smi)) {
+			jc_close(c);
+			return;
+		}
+		keep_read(c, tsc_rdtsc_ordered() - t0);
+	}
 }
 
 /* Gaps waiting for a read that will not tell them apart: not attributed. */
@@ -246,7 +267,8 @@ static void tally(struct jc_tally *t, uint64_t ticks)
 		t->max_ticks = ticks;
 }
 
-bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *causes)
+bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *causes,
+	    uint64_t *end)
 {
 	uint64_t vals[16], smi, done;
 	bool moved[JC_NR] = { false };
@@ -291,6 +313,31 @@ bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *cause
 	c->tat = ((int64_t)(c->tat - now) > 0 ? c->tat : now) + c->interval_ticks;
 	done = tsc_rdtsc_ordered();
 	c->read_ticks += done - now;
+	keep_read(c, done - now);
+	*end = done;
+	return true;
+}
+
+bool jc_gap_in_read(struct jc_counters *c, uint64_t start, uint64_t end, uint64_t threshold)
+{
+	uint64_t sorted[JC_READS_KEPT], ticks = end - start;
+	unsigned int n = c->read_kept;
+
+	/* The cheapest first: the median only for the rare read above it. */
+	if (!n || ticks <= c->read_min + threshold)
+		return false;
+	/* Insertion sort: fifteen numbers, after a read of the counters. */
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned int j = i;
+
+		for (; j > 0 && sorted[j - 1] > c->read_recent[i]; j--)
+			sorted[j] = sorted[j - 1];
+		sorted[j] = c->read_recent[i];
+	}
+	if (ticks <= sorted[n / 2] + threshold)
+		return false;
+	c->held++;
+	c->held_ticks += ticks;
 	return true;
 }
 

@@ -35,6 +35,9 @@ enum jc_cause {
 /* The causes' names as the outputs spell them. */
 extern const char *const jc_name[JC_NR];
 
+/* Reads whose median cost is what a read costs (jc_gap_in_read). */
+#define JC_READS_KEPT	15
+
 /* Gaps put down to one cause: how many, their time, the longest. */
 struct jc_tally {
 	uint64_t gaps, ticks, max_ticks;
@@ -60,6 +63,9 @@ struct jc_counters {
 	struct jc_tally tally[JC_NR];
 	uint64_t held, held_ticks; /* gaps with others since a read: not attributed */
 	uint64_t reads, read_ticks;
+	uint64_t read_min;	/* ticks the cheapest read took */
+	uint64_t read_recent[JC_READS_KEPT]; /* the last reads' ticks, a ring */
+	unsigned int read_next, read_kept;
 	uint64_t smis;		/* SMIs in the whole run, if smi_run */
 	bool smi_run;		/* the SMI counter opened */
 };
@@ -78,12 +84,23 @@ void jc_start(struct jc_counters *c);
 
 /*
  * A gap of 'ticks' ended at TSC 'now'.  Reads the counters unless reads
- * are over their rate; true if it did, when the caller
- * should restart its watch, since the read itself took time.  *causes
+ * are over their rate; true if it did, with *end the TSC when the read
+ * was done: the caller restarts its watch there, since the read took time
+ * of ours, and checks it for a gap of its own (jc_gap_in_read).  *causes
  * gets this gap's causes, 1 << JC_* (JC_UNEXPLAINED if none moved), or
  * 0 if it is not attributed (no read, or a read shared with another).
  */
-bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *causes);
+bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *causes,
+	    uint64_t *end);
+
+/*
+ * Whether a read from 'start' to 'end' hid a gap longer than 'threshold'
+ * ticks: it took longer than the last reads' median by more.  If so, the
+ * gap, the read's whole span since it may lie anywhere in it, is counted
+ * as not attributed: the counts it moved fall on either side of the
+ * read's snapshot, so the next gap's read may show them too.
+ */
+bool jc_gap_in_read(struct jc_counters *c, uint64_t start, uint64_t end, uint64_t threshold);
 
 /* The run is over: gaps still waiting for a read are held ones. */
 void jc_finish(struct jc_counters *c);

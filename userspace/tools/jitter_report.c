@@ -232,7 +232,7 @@ void jitter_print_prometheus(const struct spinner *sp, const struct stats *stats
 	cause_metric(sp, n, conv, "tsc_jitter_cause_gaps", "Gaps put down to a cause (a gap counts under each cause whose count moved); unexplained: none moved.", 0);
 	cause_metric(sp, n, conv, "tsc_jitter_cause_seconds", "Time of the gaps put down to a cause.", 1);
 	cause_metric(sp, n, conv, "tsc_jitter_cause_max_seconds", "The longest gap put down to a cause.", 2);
-	printf("# HELP tsc_jitter_not_attributed_gaps Gaps that shared a counter read with another (reads are rate-limited).\n"
+	printf("# HELP tsc_jitter_not_attributed_gaps Gaps that shared a counter read with another (reads are rate-limited), or fell inside one.\n"
 	       "# TYPE tsc_jitter_not_attributed_gaps gauge\n");
 	for (int i = 0; i < n; i++)
 		printf("tsc_jitter_not_attributed_gaps{cpu=\"%d\"} %llu\n", sp[i].cpu,

@@ -19,7 +19,9 @@
  * the gap down to every cause whose count moved since the last read.
  * Reads are held to one per READ_INTERVAL_NS, with bursts of READ_BURST:
  * gaps beyond that share one read and are reported as not attributed,
- * never guessed at.
+ * never guessed at.  A read's own time is not a gap, unless the read
+ * took longer than reads do by more than the threshold: then the CPU was
+ * taken in the middle of it, and that gap is reported, not attributed.
  *
  * Exit status: 0 done, 2 usage, 3 failure.
  */
@@ -90,8 +92,8 @@ static void record(struct spinner *s, uint64_t start, uint64_t ticks)
 static void *spin(void *arg)
 {
 	struct spinner *s = arg;
+	uint64_t last, end;
 	uint32_t causes;
-	uint64_t last;
 
 	/* Opened by this thread: per-thread counters count this thread. */
 	jc_open(&s->jc, s->cpu, s->read_interval, READ_BURST, s->smi_slow);
@@ -105,12 +107,19 @@ static void *spin(void *arg)
 		if (now - last > s->threshold) {
 			s->gaps++;
 			record(s, last, now - last);
-			/* The read took time of ours: not a gap to report. */
-			if (jc_gap(&s->jc, now, now - last, &causes)) {
-				now = tsc_rdtsc_ordered();
+			if (jc_gap(&s->jc, now, now - last, &causes, &end)) {
 				/* The event just recorded, unless it was dropped. */
 				if (s->cur->used && s->cur->ev[s->cur->used - 1].start == last)
 					s->cur->ev[s->cur->used - 1].causes = causes;
+				/*
+				 * The read took time of ours, not a gap, unless
+				 * something took the CPU in the middle of it.
+				 */
+				if (jc_gap_in_read(&s->jc, now, end, s->threshold)) {
+					s->gaps++;
+					record(s, now, end - now);
+				}
+				now = end;
 			}
 		}
 		last = now;
