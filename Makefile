@@ -110,6 +110,7 @@ run: deps-run
 check-all:
 	$(MAKE) debug-kernels-start
 	$(MAKE) style
+	$(MAKE) doc-links
 	$(MAKE) kbuild-check
 	$(MAKE) install-check
 	$(MAKE) deb-check
@@ -127,6 +128,10 @@ check-all:
 	@cat $(BUILD)/lib-check.log $(VM_LOGS) | awk \
 		'/^ok .*# SKIP/ { s++; next } /^ok / { p++ } /^not ok / { f++ } /^# ok .*# SKIP/ { n++ } \
 		END { printf "check: %d passed, %d failed, %d skipped; %d subtests skipped inside them\n", p, f, s, n }'
+
+# Every relative link in README.md and Documentation/ resolves.
+doc-links:
+	scripts/check-doc-links.py
 
 # On a machine whose kernel loads modules: the same selftests, directly.
 HOST_RELEASE = $(shell cat $(KDIR)/include/config/kernel.release)
@@ -155,4 +160,4 @@ show:
 	fi || [ $$? -eq 1 ]
 
 .PHONY: all module install install-module install-lib clean deps-run deps-check \
-	check check-all check-host run show
+	check check-all check-host run show doc-links

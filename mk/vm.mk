@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The selftests in QEMU guests (scripts/vm/): each guest proves something
-# the others do not (README.md's table of guests says what), a CPU without
+# the others do not (Documentation/testing.md's table of guests says what), a CPU without
 # a TSC, the benchmarks, the load-time scaling.  Included by the
 # top-level Makefile.
 
@@ -46,8 +46,8 @@ vm_smp = $(word 2,$(subst -smp, ,$(1)))
 # What a guest runs: everything with 2 CPUs, a set of its own otherwise.
 vm_only = $(if $(filter 1,$(2)),$(ONE_CPU_TESTS),$(if $(filter 2,$(2)),,$(if \
 	$(filter $(NEWEST_GENERIC),$(1)),$(STALL_TESTS),$(OVERCOMMIT_TESTS))))
-vm_why = "$(if $(filter 2,$(2)),run in one guest only: see README.md's table of guests,not what \
-	the $(2)-CPU guest is for: see README.md's table of guests)"
+vm_why = "$(if $(filter 2,$(2)),run in one guest only: see Documentation/testing.md's table of guests,not what \
+	the $(2)-CPU guest is for: see Documentation/testing.md's table of guests)"
 $(VM_RUNS): vm-%: selftests lib dkms-check kbuild-check
 	@mkdir -p $(BUILD)/vm
 	$(if $(filter-out 0,$(shell echo $$(( $(call vm_smp,$*) > $(HOST_CPUS) )))), \

@@ -265,7 +265,7 @@ print(j["offsets"]["source"], j["frequency"]["source"], j["kernel"]["unstable"])
 
 # One exception, DKMS's signing key pair: DKMS makes it at its first build
 # and keeps it when purged, by design (it may be enrolled as a Machine
-# Owner Key, and other modules share it); the README says so.
+# Owner Key, and other modules share it); Documentation/fleet.md says so.
 left() {
 	if ! diff -u "$work/before" <(snapshot |
 		grep -vx -e 'd ./var/lib/dkms' -e 'f ./var/lib/dkms/mok.key' -e 'f ./var/lib/dkms/mok.pub') \
