@@ -93,7 +93,7 @@ clean:
 	@test -z "$(KDIR)" || $(MAKE) -C $(KDIR) M=$(CURDIR) clean
 	rm -rf $(BUILD)
 
-deps-run deps-check: deps-%:
+deps-run deps-check deps-deb: deps-%:
 	@RUN_IN_GUEST=$(RUN_IN_GUEST) scripts/install-deps.sh $*
 	$(if $(filter check,$*),@scripts/kernel-roots.sh update || [ $$? -eq 4 ])
 
@@ -159,5 +159,5 @@ show:
 			$(call SHOW,tsc_freq_khz.ko); \
 	fi || [ $$? -eq 1 ]
 
-.PHONY: all module install install-module install-lib clean deps-run deps-check \
+.PHONY: all module install install-module install-lib clean deps-run deps-check deps-deb \
 	check check-all check-host run show doc-links

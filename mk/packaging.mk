@@ -56,7 +56,8 @@ dkms-check:
 # build/deb: tsc-freq-khz-dkms, libtsc1, libtsc-dev and tsc-tools, with the
 # source package; lintian (any error or warning fails), their fields,
 # files, maintainer scripts, the library's ABI and the systemd units checked.
-deb:
+# What it needs is installed first, or named all at once.
+deb: deps-deb
 	scripts/packaging/deb-check.sh --build-only $(BUILD)/deb
 
 # DKMS skipping what dkms.conf excludes (exit 77, nothing built); then the

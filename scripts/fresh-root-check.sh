@@ -34,6 +34,9 @@
 #   clone     git clone of this repository's HEAD into /root/tsc_freq_khz
 #   run       make run, from nothing: must print the verdict
 #   rerun     make run again: must install nothing
+#   deb       make deb, as a new user would next: it installs what it
+#             needs itself (make run needed none of it), then builds and
+#             checks the four packages
 #   kernel    (--trixie) apt-get install -t trixie-backports
 #             linux-image-amd64 linux-headers-amd64 (INITRD=No), and
 #             build-essential (the library's check compiles a program)
@@ -213,6 +216,20 @@ rerun() {
 	echo "  installed nothing"
 }
 
+deb() {
+	local log=$work/deb.log out=$root$clone/build/deb
+	if ! in_root "cd $clone && make deb" > "$log" 2>&1; then
+		tail -n 30 "$log" | sed 's/^/  | /'
+		fail "make deb failed in the fresh root, see $log"
+	fi
+	grep '^installing:' "$log" | sed 's/^/  | /'
+	grep -q '^installing:' "$log" || fail "make deb installed nothing: did make run install its packages?"
+	for p in "${deb_packages[@]}"; do
+		[[ -f $(deb_file "$p") ]] || fail "make deb made no ${p}: see $log"
+	done
+	grep '^deb-check: PASS' "$log" | sed 's/^/  | /'
+}
+
 # Every path in the root but those that the package manager, the kernel
 # or this check own, with its type (and /etc's files with their content).
 snapshot() {
@@ -328,6 +345,7 @@ if [[ $target ]]; then
 fi
 timed run run
 timed rerun rerun
+timed deb deb
 timed packages packages
 timed left left
 exit "$KSFT_PASS"

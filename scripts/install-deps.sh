@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Install the Debian packages a target needs; quiet and quick when they are
-# all there already.  Usage: install-deps.sh run|check
+# all there already.  Usage: install-deps.sh run|check|deb
 #   run:   build the module and show it (headers, or the QEMU guest)
 #   check: everything 'make check' uses
+#   deb:   build the Debian packages and check them ('make deb'): debhelper
+#          and dh_dkms, lintian, systemd-analyze for the units
 set -eu
 
 # Kernels the module is built and tested against: Debian bookworm's 6.1 and
@@ -32,8 +34,10 @@ check)
 	      build-essential debhelper dh-dkms lintian systemd git mmdebstrap shellcheck
 	      procps flex bison bc libelf-dev libssl-dev abi-dumper abi-compliance-checker
 	      iproute2 rtla" ;;
+deb)
+	pkgs="build-essential dpkg-dev debhelper dh-dkms lintian systemd" ;;
 *)
-	echo "usage: $0 run|check" >&2
+	echo "usage: $0 run|check|deb" >&2
 	exit 2 ;;
 esac
 
