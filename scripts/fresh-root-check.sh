@@ -232,11 +232,13 @@ deb() {
 
 # Every path in the root but those that the package manager, the kernel
 # or this check own, with its type (and /etc's files with their content).
+# man-db's caches too (/var/cache/man, once make deb has brought man-db):
+# its trigger rebuilds them whenever a package with man pages comes or goes.
 snapshot() {
 	(cd "$root" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev -o -path ./tmp \
 		-o -path ./run -o -path ".$clone" -o -path ./root/debs -o -path ./var/cache/apt \
 		-o -path ./var/lib/apt -o -path ./var/lib/dpkg -o -path ./var/log \
-		-o -path ./var/cache/debconf -o -path ./etc/ld.so.cache \) -prune -o -printf '%y %p\n' |
+		-o -path ./var/cache/debconf -o -path ./var/cache/man -o -path ./etc/ld.so.cache \) -prune -o -printf '%y %p\n' |
 		LC_ALL=C sort
 	 cd "$root" && find ./etc -xdev -type f ! -path ./etc/ld.so.cache -exec sha256sum {} + | LC_ALL=C sort -k2)
 }
