@@ -18,6 +18,7 @@ Prints FILE:LINE: broken link TARGET (why) for each broken link and exits
 (default: the repository this script is in).
 """
 
+import functools
 import glob
 import os
 import re
@@ -59,22 +60,18 @@ def slug(text):
     return text.replace(" ", "-")
 
 
-anchors_of = {}
-
-
+@functools.lru_cache(maxsize=None)
 def anchors(path):
     """Every anchor a Markdown file defines."""
-    if path not in anchors_of:
-        found, seen = set(), {}
-        for _, line in lines_outside_code(path):
-            m = HEADING.match(line)
-            if m:
-                s = slug(m.group(2))
-                found.add(s if s not in seen else "%s-%d" % (s, seen[s]))
-                seen[s] = seen.get(s, 0) + 1
-            found.update(HTML_ID.findall(line))
-        anchors_of[path] = found
-    return anchors_of[path]
+    found, seen = set(), {}
+    for _, line in lines_outside_code(path):
+        m = HEADING.match(line)
+        if m:
+            s = slug(m.group(2))
+            found.add(s if s not in seen else "%s-%d" % (s, seen[s]))
+            seen[s] = seen.get(s, 0) + 1
+        found.update(HTML_ID.findall(line))
+    return found
 
 
 def problem(root, md, target):

@@ -163,7 +163,7 @@ void jc_open(struct jc_counters *c, int cpu, uint64_t interval_ticks, unsigned i
 	     uint64_t slow_ticks)
 {
 	*c = (struct jc_counters){ .group = -1, .smi = -1, .interval_ticks = interval_ticks,
-				   .burst_ticks = burst * interval_ticks };
+				   .burst_ticks = burst * interval_ticks, .read_min = UINT64_MAX };
 	for (size_t i = 0; i < NR_EVENTS && c->nr < sizeof(c->last) / sizeof(c->last[0]); i++) {
 		const struct event *e = &events[i];
 		struct perf_event_attr attr = {
@@ -237,8 +237,6 @@ void jc_start(struct jc_counters *c)
 {
 	c->last_smi = c->smi_start = read_smi(c, 0);
 	/* A few reads, for what a read costs: jc_gap_in_read(). */
-	c->read_min = UINT64_MAX;
-	c->read_kept = 0;
 	for (int i = 0; i < 4; i++) {
 		uint64_t t0 = tsc_rdtsc_ordered();
 

@@ -73,8 +73,10 @@ static struct chunk *new_chunk(void)
 	return c;
 }
 
+/* A gap: counted, and kept, or dropped if no chunk is left for it. */
 static void record(struct spinner *s, uint64_t start, uint64_t ticks)
 {
+	s->gaps++;
 	if (s->cur->used == CHUNK) {
 		struct chunk *next = atomic_exchange(&s->spare, NULL);
 
@@ -105,7 +107,6 @@ static void *spin(void *arg)
 		uint64_t now = tsc_rdtsc_ordered();
 
 		if (now - last > s->threshold) {
-			s->gaps++;
 			record(s, last, now - last);
 			if (jc_gap(&s->jc, now, now - last, &causes, &end)) {
 				/* The event just recorded, unless it was dropped. */
@@ -115,10 +116,8 @@ static void *spin(void *arg)
 				 * The read took time of ours, not a gap, unless
 				 * something took the CPU in the middle of it.
 				 */
-				if (jc_gap_in_read(&s->jc, now, end, s->threshold)) {
-					s->gaps++;
+				if (jc_gap_in_read(&s->jc, now, end, s->threshold))
 					record(s, now, end - now);
-				}
 				now = end;
 			}
 		}
