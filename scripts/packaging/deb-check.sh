@@ -286,6 +286,7 @@ inspect_tools() {
 	expect_files tsc-tools "$(printf '/usr/bin/%s\n' "${tools[@]}")
 $(printf '/usr/share/man/man1/%s.1.gz\n' "${tools[@]}")
 $(printf '/usr/share/tsc/%s.schema.json\n' "${tools[@]}")
+/usr/share/tsc/prometheus/tsc-alerts.yml
 /lib/systemd/system/tsc-report-prometheus.service
 /lib/systemd/system/tsc-report-prometheus.timer
 /usr/share/doc/tsc-tools/changelog.gz
@@ -296,6 +297,8 @@ $(printf '/usr/share/tsc/%s.schema.json\n' "${tools[@]}")
 		cmp -s "$top/userspace/tools/$t.schema.json" "$x/usr/share/tsc/$t.schema.json" ||
 			fail "tsc-tools: $t.schema.json is not the tree's"
 	done
+	cmp -s "$top/userspace/prometheus/tsc-alerts.yml" "$x/usr/share/tsc/prometheus/tsc-alerts.yml" ||
+		fail "tsc-tools: tsc-alerts.yml is not the tree's"
 	# The symbols file's minimum: the version that brought the newest
 	# symbol the tools use, not necessarily this one.
 	v=$(field tsc-tools Depends)

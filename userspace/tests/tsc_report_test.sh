@@ -48,7 +48,7 @@ PY
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 29
+ktap_plan 33
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--sysfs-root" \
@@ -91,7 +91,10 @@ ktap_check "--output: replaced by rename, 0644, nothing else left, nothing on st
 	test $st -le 1 -a "$(stat -c %i "$tmp/textfile/tsc.prom")" != "$ino" \
 	-a "$(stat -c %a "$tmp/textfile/tsc.prom")" = 644 -a "$(ls -A "$tmp/textfile")" = tsc.prom \
 	-a ! -s "$tmp/stdout"
-ktap_check "--output: the same text as on standard output" cmp "$tmp/textfile/tsc.prom" "$tmp/good.prom"
+# Each run calibrates anew: those lines differ, every other is the same.
+ktap_check "--output: the same text as on standard output, but for the calibration" \
+	cmp <(grep -v 'source="calibration"' "$tmp/textfile/tsc.prom") \
+	<(grep -v 'source="calibration"' "$tmp/good.prom")
 # Only a regular file is replaced: a symbolic link is refused, before
 # anything is measured, and its target left alone.
 ln -s "$tmp/textfile/tsc.prom" "$tmp/link.prom"
@@ -110,6 +113,18 @@ echo "# failing report: exit $st: $(head -n 1 "$tmp/err")"
 ktap_check "--output: a failed report (exit 3) leaves the file as it was, no temporary file" \
 	test $st = 3 -a "$(stat -c %i "$tmp/textfile/tsc.prom")" = "$ino" -a "$(ls -A "$tmp/textfile")" = tsc.prom
 ktap_check "--output: its content unchanged" cmp "$tmp/textfile/tsc.prom" "$tmp/before"
+
+# Each source on its own beside the chosen one: the fake 1 MHz file and
+# this machine's calibration, which cannot agree.
+"$tool" --sysfs-root "$tmp/wrong" --prometheus > "$tmp/wrong.prom"; st=$?
+grep '^tsc_frequency_source' "$tmp/wrong.prom" | sed 's/^/# /'
+ktap_check "sources that disagree: each listed, agreement 0, and no failure" \
+	test $st -le 1 -a -n "$(grep -lx 'tsc_frequency_source_hertz{source="sysfs"} 1000000.000' "$tmp/wrong.prom")" \
+	-a -n "$(grep -l '^tsc_frequency_source_hertz{source="calibration"} ' "$tmp/wrong.prom")" \
+	-a -n "$(grep -lx 'tsc_frequency_sources_agree 0' "$tmp/wrong.prom")"
+"$tool" --sysfs-root "$tmp/wrong" > "$tmp/wrong.txt"
+ktap_check "and in words: which two, how far apart" \
+	grep -q '^ *DISAGREE: sysfs is [-+][0-9.e+]* ppm from calibration' "$tmp/wrong.txt"
 
 fake_root "$tmp/unstable" 1 2600002
 "$tool" --sysfs-root "$tmp/unstable" > "$tmp/unstable.txt"; st=$?
@@ -143,6 +158,13 @@ else
 	ktap_check "no module: the offsets are not the module's" \
 		test "$(json "$tmp/real.json" 'j["offsets"]["source"]')" != module
 fi
+got=$(json "$tmp/real.json" '[(s["source"], s["hz"]) for s in j["frequency_sources"]["sources"]]')
+echo "# sources here: $got, agree: $(json "$tmp/real.json" 'j["frequency_sources"]["agree"]')"
+ktap_check "on this system: a calibration among the sources" \
+	test "$(json "$tmp/real.json" '"calibration" in [s["source"] for s in j["frequency_sources"]["sources"]]')" = True
+# A source read twice gives the same value; only a calibration varies.
+ktap_check "on this system: the chosen source among them, with its value (unless a calibration)" \
+	test "$(json "$tmp/real.json" 'j["frequency"]["source"] == "calibration" or (j["frequency"]["source"], j["frequency"]["hz"]) in [(s["source"], s["hz"]) for s in j["frequency_sources"]["sources"]]')" = True
 file=/sys/devices/system/cpu/tsc/timekeeper_freq_millihz
 if [ -r $file ] && mhz=$(cat $file 2>/dev/null); then
 	ktap_check "on this system: the kernel's page, at the module's timekeeper rate" \

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "freq_sources.h"
 #include "libtsc.h"
 
 #define EXIT_UNTRUSTED	1
@@ -82,19 +83,55 @@ static const char *precision_of(const struct tsc_freq *f)
 	return "of an unstated reference";
 }
 
+/*
+ * Every source on its own, and a calibration, for the check that they
+ * agree: what tsc_freq_get() ranks, each as it answers now.  200 ms of
+ * calibration, on this thread's CPU only: enough for a precision of a few
+ * ppm here, and the service runs every ten minutes.
+ */
+#define SOURCES_CALIBRATE_MS	200
+
+static void read_sources(struct freq_sources *s, const char *root)
+{
+	struct tsc_freq f;
+
+	s->n = 0;
+	if (!tsc_freq_from_sysfs(&f, root))
+		s->f[s->n++] = f;
+	if (!tsc_freq_from_perf(&f))
+		s->f[s->n++] = f;
+	if (!tsc_freq_from_hypervisor(&f))
+		s->f[s->n++] = f;
+	if (!tsc_freq_from_cpuid(&f))
+		s->f[s->n++] = f;
+	if (!tsc_freq_calibrate(&f, 0, SOURCES_CALIBRATE_MS))
+		s->f[s->n++] = f;
+	fs_compare(s);
+}
+
 static double ticks_to_ns(const struct tsc_freq *f, double ticks)
 {
 	return ticks * 1e9 / f->hz;
 }
 
 static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r,
-			const struct sysclock_view *sc)
+			const struct sysclock_view *sc, const struct freq_sources *s)
 {
 	const struct tsc_freq *f = &clk->freq;
 
 	fprintf(out, "Frequency      %.3f Hz +-%.3g ppm %s, from %s\n", f->hz,
 	       f->precision_ppm, precision_of(f), tsc_source_name(f->source));
 	fprintf(out, "               %s\n", f->detail);
+	for (unsigned int i = 0; i < s->n; i++)
+		fprintf(out, "%-14s %-12s %.3f Hz +-%.3g ppm of %s\n", i ? "" : "Sources",
+			tsc_source_name(s->f[i].source), s->f[i].hz, s->f[i].precision_ppm,
+			tsc_reference_name(s->f[i].precision_of));
+	if (s->a >= 0)
+		fprintf(out, "               DISAGREE: %s is %+.3g ppm from %s, more than their precisions\n",
+			tsc_source_name(s->f[s->a].source), s->apart_ppm,
+			tsc_source_name(s->f[s->b].source));
+	else
+		fprintf(out, "               agree, each within its precision of the others\n");
 	fprintf(out, "Conversion     ns = ticks * %llu + (ticks * 0x%016llx) >> 64\n",
 	       (unsigned long long)clk->conv.ns_int, (unsigned long long)clk->conv.ns_frac);
 	fprintf(out, "CPU            invariant TSC %s, rdtscp %s, TSC_ADJUST %s\n",
@@ -140,7 +177,7 @@ static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc
 }
 
 static void print_json(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r,
-		       const struct sysclock_view *sc)
+		       const struct sysclock_view *sc, const struct freq_sources *s)
 {
 	const struct tsc_freq *f = &clk->freq;
 	bool first = true;
@@ -152,6 +189,13 @@ static void print_json(FILE *out, const struct tsc_clock *clk, const struct tsc_
 	       tsc_source_name(f->source), f->precision_ppm,
 	       tsc_reference_name(f->precision_of));
 	cli_json_str(out, f->detail);
+	fprintf(out, "},\n  \"frequency_sources\": {\"agree\": %s, \"sources\": [",
+		s->a < 0 ? "true" : "false");
+	for (unsigned int i = 0; i < s->n; i++)
+		fprintf(out, "%s\n    {\"source\": \"%s\", \"hz\": %.3f, \"precision_ppm\": %.6g, "
+			"\"precision_of\": \"%s\"}", i ? "," : "", tsc_source_name(s->f[i].source),
+			s->f[i].hz, s->f[i].precision_ppm, tsc_reference_name(s->f[i].precision_of));
+	fprintf(out, "]");
 	/* 64-bit fractions as hex strings: JSON numbers are doubles to many parsers. */
 	fprintf(out, "},\n  \"conversion\": {\"ns_int\": %llu, \"ns_frac\": \"0x%016llx\", "
 	       "\"tk_int\": %llu, \"tk_frac\": \"0x%016llx\"},\n",
@@ -220,7 +264,7 @@ static void prom_head(FILE *out, const char *name, const char *help)
 }
 
 static void print_prometheus(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r,
-			     const struct sysclock_view *sc)
+			     const struct sysclock_view *sc, const struct freq_sources *s)
 {
 	const struct tsc_freq *f = &clk->freq;
 
@@ -230,6 +274,20 @@ static void print_prometheus(FILE *out, const struct tsc_clock *clk, const struc
 		  "How far the frequency may be from the rate of the reference labelled, as a fraction of it.");
 	fprintf(out, "tsc_frequency_precision_ratio{of=\"%s\"} %.6g\n",
 		tsc_reference_name(f->precision_of), f->precision_ppm * 1e-6);
+	prom_head(out, "tsc_frequency_source_hertz",
+		  "TSC frequency as each source that answers gives it.");
+	for (unsigned int i = 0; i < s->n; i++)
+		fprintf(out, "tsc_frequency_source_hertz{source=\"%s\"} %.3f\n",
+			tsc_source_name(s->f[i].source), s->f[i].hz);
+	prom_head(out, "tsc_frequency_source_precision_ratio",
+		  "How far each source's frequency may be from the rate of the reference labelled, as a fraction of it.");
+	for (unsigned int i = 0; i < s->n; i++)
+		fprintf(out, "tsc_frequency_source_precision_ratio{source=\"%s\",of=\"%s\"} %.6g\n",
+			tsc_source_name(s->f[i].source), tsc_reference_name(s->f[i].precision_of),
+			s->f[i].precision_ppm * 1e-6);
+	prom_head(out, "tsc_frequency_sources_agree",
+		  "1 if every two sources of the frequency are within their precisions of each other.");
+	fprintf(out, "tsc_frequency_sources_agree %d\n", s->a < 0);
 	prom_head(out, "tsc_invariant", "1 if the CPU promises an invariant TSC (CPUID 0x80000007 EDX[8]).");
 	fprintf(out, "tsc_invariant %d\n", r->invariant_tsc);
 	if (r->kernel_unstable >= 0) {
@@ -403,6 +461,7 @@ int main(int argc, char **argv)
 	TSC_CLOCK(clk);
 	TSC_SYSCLOCK(sysclk);
 	struct sysclock_view sc = { .c = &sysclk };
+	struct freq_sources sources;
 	struct tsc_report r;
 	int opt, err;
 
@@ -473,6 +532,7 @@ int main(int argc, char **argv)
 		/* No rate where clock_gettime() reads the clocks: why says so. */
 		if (tsc_sysclock_rate(&sysclk, &sc.millihz))
 			sc.millihz = 0;
+		read_sources(&sources, root);
 		err = tsc_report_get(&r, &ro);
 		if (err) {
 			fprintf(stderr, "tsc-report: %s\n", tsc_last_error());
@@ -480,11 +540,11 @@ int main(int argc, char **argv)
 		}
 	}
 	if (format == JSON)
-		print_json(out, &clk, &r, &sc);
+		print_json(out, &clk, &r, &sc, &sources);
 	else if (format == PROMETHEUS)
-		print_prometheus(out, &clk, &r, &sc);
+		print_prometheus(out, &clk, &r, &sc, &sources);
 	else
-		print_human(out, &clk, &r, &sc);
+		print_human(out, &clk, &r, &sc, &sources);
 	err = r.trustworthy ? 0 : EXIT_UNTRUSTED;
 	tsc_report_free(&r);
 	if (output) {
