@@ -227,11 +227,21 @@ $(DEBUG_RUNS): vm-debug-%: selftests lib
 		selftests/rt_spinner_test.sh $$d/tsc_freq_khz.ko $(BUILD)/selftests/rt_spinner
 	@! grep -a -e '^not ok' -e '^1\.\.0 # SKIP' $(BUILD)/vm/debug-$*.log $(BUILD)/vm/debug-$*-rt-spinner.log
 
-vm-check: $(VM_RUNS) vm-notsc vm-suspend vm-bench-smoke vm-scaling $(ISOLATION_RUNS) $(RT_SPINNER_RUNS) vm-debug
+# The fleet's path end to end (selftests/fleet/): the packaged unit's
+# report in a guest whose clocksource is switched away from tsc and back,
+# read by this host's node_exporter and Prometheus (loopback ports) with the
+# packaged alert rules and dashboard.  Its KTAP goes to the log as well.
+vm-fleet-e2e: deb kbuild-check
+	@mkdir -p $(BUILD)/vm
+	set -o pipefail; selftests/fleet/prometheus_e2e.py --debs $(BUILD)/deb \
+		--ko $(call VM_KO,$(NEWEST_GENERIC)) --kernel $(NEWEST_GENERIC) --out $(BUILD)/fleet-e2e \
+		| tee $(BUILD)/vm/fleet-e2e.log
+
+vm-check: $(VM_RUNS) vm-notsc vm-suspend vm-bench-smoke vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) $(RT_SPINNER_RUNS) vm-debug
 
 # Every guest's log with KTAP results, for make check's summary.
-VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-scaling $(ISOLATION_RUNS) \
+VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS)))
 
-.PHONY: debug-kernels-start debug-kernels-wait vm-check $(VM_RUNS) vm-notsc vm-suspend vm-bench-smoke vm-bench-causes bench-windows vm-scaling $(ISOLATION_RUNS) \
+.PHONY: debug-kernels-start debug-kernels-wait vm-check $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-bench-smoke vm-bench-causes bench-windows vm-scaling $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) vm-debug $(DEBUG_RUNS)

@@ -287,6 +287,7 @@ inspect_tools() {
 $(printf '/usr/share/man/man1/%s.1.gz\n' "${tools[@]}")
 $(printf '/usr/share/tsc/%s.schema.json\n' "${tools[@]}")
 /usr/share/tsc/prometheus/tsc-alerts.yml
+/usr/share/tsc/prometheus/tsc-dashboard.json
 /lib/systemd/system/tsc-report-prometheus.service
 /lib/systemd/system/tsc-report-prometheus.timer
 /usr/share/doc/tsc-tools/changelog.gz
@@ -297,8 +298,10 @@ $(printf '/usr/share/tsc/%s.schema.json\n' "${tools[@]}")
 		cmp -s "$top/userspace/tools/$t.schema.json" "$x/usr/share/tsc/$t.schema.json" ||
 			fail "tsc-tools: $t.schema.json is not the tree's"
 	done
-	cmp -s "$top/userspace/prometheus/tsc-alerts.yml" "$x/usr/share/tsc/prometheus/tsc-alerts.yml" ||
-		fail "tsc-tools: tsc-alerts.yml is not the tree's"
+	for t in tsc-alerts.yml tsc-dashboard.json; do
+		cmp -s "$top/userspace/prometheus/$t" "$x/usr/share/tsc/prometheus/$t" ||
+			fail "tsc-tools: $t is not the tree's"
+	done
 	# The symbols file's minimum: the version that brought the newest
 	# symbol the tools use, not necessarily this one.
 	v=$(field tsc-tools Depends)

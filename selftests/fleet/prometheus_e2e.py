@@ -1,0 +1,362 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+"""The fleet's path end to end, with the real programs (KTAP on stdout).
+
+A TCG guest (guest.sh) loads the module and runs the packaged unit's
+command, which writes tsc.prom into a directory shared with this host; here
+Debian's node_exporter serves that directory with its textfile collector,
+and Debian's Prometheus scrapes it every second and evaluates the packaged
+alert rules, both on loopback ports only.  For each of the guest's states
+(clocksource tsc, switched away, back on tsc) this checks, through
+Prometheus's query API:
+  - every tsc_* series has the value tsc-report --json gave beside the unit;
+  - exactly the alerts the state calls for are pending or firing, and those
+    of the state before are gone;
+  - every query of the packaged Grafana dashboard parses and returns series.
+Prometheus itself runs here, not in the guest: under TCG it took 320 s to
+start and had not scraped 280 s later.
+
+Usage: prometheus_e2e.py --debs DIR --ko MODULE.ko --kernel RELEASE --out DIR
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+# The rules' own "for": those with one only reach pending here.
+FOR_RULES = {"TSCSkewHigh", "TSCFrequencySourcesDisagree", "TSCSysclockFallback"}
+SKEW_DEFAULT = 1e-6
+ALL_RULES = {"TSCUnstable", "TSCClocksourceNotTSC", "TSCSkewHigh", "TSCFrequencySourcesDisagree",
+             "TSCSysclockFallback", "TSCReportStale"}
+
+n = 0
+failed = 0
+
+
+def ok(good, name, why=""):
+    global n, failed
+    n += 1
+    if not good:
+        failed += 1
+    print(f"{'ok' if good else 'not ok'} {n} {name}", flush=True)
+    if why and not good:
+        for line in str(why).splitlines():
+            print(f"# {line}", flush=True)
+    return good
+
+
+def diag(text):
+    for line in str(text).splitlines():
+        print(f"# {line}", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Prometheus:
+    def __init__(self, port):
+        self.base = f"http://127.0.0.1:{port}"
+
+    def get(self, path, **params):
+        url = self.base + path + ("?" + urllib.parse.urlencode(params) if params else "")
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.load(r)
+
+    def query(self, expr):
+        """The instant vector of expr (raises on a query error)."""
+        j = self.get("/api/v1/query", query=expr)
+        if j.get("status") != "success":
+            raise RuntimeError(f"{expr}: {j}")
+        return j["data"]["result"]
+
+    def alerts(self):
+        """{(alertname, state), ...} of the TSC rules, with their labels."""
+        got = {}
+        for a in self.get("/api/v1/alerts")["data"]["alerts"]:
+            if a["labels"]["alertname"] in ALL_RULES:
+                got[(a["labels"]["alertname"], a["state"])] = a["labels"]
+        return got
+
+
+def wait_for(what, fn, seconds, guest=None):
+    """fn() until it returns something true, for at most seconds."""
+    end = time.monotonic() + seconds
+    last = None
+    while time.monotonic() < end:
+        if guest is not None and guest.poll() is not None:
+            raise RuntimeError(f"the guest ended (exit {guest.returncode}) while waiting for {what}")
+        try:
+            last = fn()
+            if last:
+                return last
+        except (OSError, ValueError, RuntimeError) as e:
+            last = e
+        time.sleep(0.2)
+    raise TimeoutError(f"{what}: not within {seconds} s (last: {last})")
+
+
+def eventually(fn, seconds, guest):
+    """fn() until it returns (True, ...), for at most seconds; its last result."""
+    end = time.monotonic() + seconds
+    while True:
+        r = fn()
+        if r[0] or time.monotonic() >= end:
+            return r
+        if guest.poll() is not None:
+            raise RuntimeError(f"the guest ended (exit {guest.returncode})")
+        time.sleep(0.2)
+
+
+def series(prom, name):
+    """{frozenset(labels without __name__, instance, job): value} of name."""
+    out = {}
+    for s in prom.query(name):
+        labels = {k: v for k, v in s["metric"].items() if k not in ("__name__", "instance", "job")}
+        out[frozenset(labels.items())] = float(s["value"][1])
+    return out
+
+
+def close(a, b, rel=1e-9, abs_=0.0):
+    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+
+
+def expected_series(j):
+    """What the textfile must say, from tsc-report --json's view: name ->
+    {labels: (value, relative tolerance, absolute tolerance)}.  %.6g
+    (seconds, ratios) keeps six digits; a calibration is measured anew by
+    each run, within both runs' precisions."""
+    f = j["frequency"]
+    hz = f["hz"]
+    e = {}
+    cal = {s["source"]: s for s in j["frequency_sources"]["sources"]}.get("calibration")
+
+    def measured(source, ppm):
+        if source == "calibration" and cal:
+            return (ppm + cal["precision_ppm"]) * 1e-6 + 1e-9
+        return 1e-9
+
+    e["tsc_frequency_hertz"] = {frozenset({("source", f["source"])}):
+                                (hz, measured(f["source"], f["precision_ppm"]), 0)}
+    e["tsc_frequency_source_hertz"] = {
+        frozenset({("source", s["source"])}): (s["hz"], measured(s["source"], s["precision_ppm"]), 0)
+        for s in j["frequency_sources"]["sources"]}
+    e["tsc_invariant"] = {frozenset(): (int(j["cpu"]["invariant_tsc"]), 0, 0)}
+    if j["kernel"]["unstable"] is not None:
+        e["tsc_kernel_unstable"] = {frozenset(): (int(j["kernel"]["unstable"]), 0, 0)}
+    e["tsc_kernel_clocksource_info"] = {frozenset({("clocksource", j["kernel"]["clocksource"])}): (1, 0, 0)}
+    e["tsc_sysclock_info"] = {frozenset({("path", j["sysclock"]["path"])}): (1, 0, 0)}
+    if j["sysclock"]["rate_millihz"] is not None:
+        e["tsc_timekeeper_frequency_hertz"] = {frozenset(): (j["sysclock"]["rate_millihz"] / 1000, 1e-12, 0)}
+    o = j["offsets"]
+    if o["source"] != "none":
+        by = o["source"]
+        for name, key in (("tsc_offset_seconds", "offset_ticks"), ("tsc_offset_min_seconds", "min_ticks"),
+                          ("tsc_offset_max_seconds", "max_ticks")):
+            e[name] = {frozenset({("cpu", str(c["cpu"])), ("measured_by", by)}): (c[key] / hz, 1e-5, 1e-15)
+                       for c in o["cpus"] if c["status"] != "unmeasured"}
+        e["tsc_offset_consistent"] = {frozenset({("cpu", str(c["cpu"]))}): (int(c["consistent"]), 0, 0)
+                                      for c in o["cpus"] if c["status"] != "unmeasured"}
+        e["tsc_max_skew_seconds"] = {frozenset(): (o["max_skew_ticks"] / hz, 1e-5, 1e-15)}
+        e["tsc_monotonic"] = {frozenset(): (int(o["monotonic"]), 0, 0)}
+    e["tsc_trustworthy"] = {frozenset(): (int(j["verdict"]["trustworthy"]), 0, 0)}
+    return e
+
+
+def compare_series(prom, j):
+    """[] if every tsc_* series has tsc-report --json's value, else what differs."""
+    bad = []
+    want = expected_series(j)
+    names = {s["metric"]["__name__"] for s in prom.query('{__name__=~"tsc_.+"}')}
+    # tsc_frequency_precision_ratio and _source_precision_ratio: the
+    # tool's unit tests check them; the sources agreeing is the alert's.
+    extra = names - set(want) - {"tsc_frequency_precision_ratio", "tsc_frequency_source_precision_ratio",
+                                 "tsc_frequency_sources_agree"}
+    if extra:
+        bad.append(f"series tsc-report --json has no value for: {sorted(extra)}")
+    for name, labels in want.items():
+        got = series(prom, name)
+        if set(got) != set(labels):
+            bad.append(f"{name}: labels {sorted(map(sorted, got))}, want {sorted(map(sorted, labels))}")
+            continue
+        for lab, (v, rel, abs_) in labels.items():
+            if not close(got[lab], v, rel, abs_):
+                bad.append(f"{name}{dict(lab)}: {got[lab]!r}, tsc-report --json gave {v!r}")
+    return bad
+
+
+def expected_alerts(j):
+    """{alertname: extra labels} that the state of j must raise."""
+    want = {}
+    if j["kernel"]["unstable"]:
+        want["TSCUnstable"] = {}
+    if j["kernel"]["clocksource"] != "tsc":
+        want["TSCClocksourceNotTSC"] = {"clocksource": j["kernel"]["clocksource"]}
+    o = j["offsets"]
+    if o["source"] != "none" and o["max_skew_ticks"] / j["frequency"]["hz"] > SKEW_DEFAULT:
+        want["TSCSkewHigh"] = {}
+    if not j["frequency_sources"]["agree"]:
+        want["TSCFrequencySourcesDisagree"] = {}
+    if j["sysclock"]["path"] != "kernel":
+        want["TSCSysclockFallback"] = {"path": j["sysclock"]["path"]}
+    return want
+
+
+def alerts_as_expected(prom, want):
+    got = prom.alerts()
+    states = {name: state for (name, state) in got}
+    expect = {name: ("pending" if name in FOR_RULES else "firing") for name in want}
+    if states != expect:
+        return False, f"alerts {states}, want {expect}"
+    for (name, _), labels in got.items():
+        for k, v in want[name].items():
+            if labels.get(k) != v:
+                return False, f"{name}: label {k}={labels.get(k)!r}, want {v!r}"
+    return True, states
+
+
+def dashboard_queries(path):
+    d = json.load(open(path))
+    out = []
+    for p in d["panels"]:
+        for t in p.get("targets", []):
+            out.append((p["title"], t["expr"]))
+    return out
+
+
+def start(cmd, log):
+    return subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--debs", required=True)
+    ap.add_argument("--ko", required=True)
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = os.path.abspath(a.out)
+    shutil.rmtree(out, ignore_errors=True)
+    root, shared, db = f"{out}/root", f"{out}/shared", f"{out}/db"
+    os.makedirs(f"{shared}/textfile")
+    os.makedirs(db)
+
+    print("TAP version 13\n1..12", flush=True)
+    for pkg in ("tsc-tools", "libtsc1"):
+        deb = [f for f in os.listdir(a.debs) if f.startswith(pkg + "_") and f.endswith(".deb")]
+        if len(deb) != 1:
+            print(f"# no single {pkg}_*.deb in {a.debs}: {deb}")
+            return 1
+        subprocess.run(["dpkg-deb", "-x", f"{a.debs}/{deb[0]}", root], check=True)
+    rules = f"{root}/usr/share/tsc/prometheus/tsc-alerts.yml"
+    dashboard = f"{root}/usr/share/tsc/prometheus/tsc-dashboard.json"
+
+    ne_port, prom_port = free_port(), free_port()
+    with open(f"{out}/prometheus.yml", "w") as c:
+        c.write(f"""global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+rule_files: ['{rules}']
+scrape_configs:
+  - job_name: node
+    static_configs: [{{targets: ['127.0.0.1:{ne_port}'], labels: {{instance: guest}}}}]
+""")
+    procs = []
+    t0 = time.monotonic()
+    try:
+        procs.append(start(["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{ne_port}",
+                            "--collector.disable-defaults", "--collector.textfile",
+                            f"--collector.textfile.directory={shared}/textfile"], f"{out}/node-exporter.log"))
+        procs.append(start(["prometheus", f"--config.file={out}/prometheus.yml", f"--storage.tsdb.path={db}",
+                            f"--web.listen-address=127.0.0.1:{prom_port}"], f"{out}/prometheus.log"))
+        prom = Prometheus(prom_port)
+        wait_for("Prometheus ready", lambda: urllib.request.urlopen(prom.base + "/-/ready", timeout=5).status == 200,
+                 60)
+        groups = prom.get("/api/v1/rules")["data"]["groups"]
+        loaded = {r["name"]: r for g in groups for r in g["rules"]}
+        ok(set(loaded) == ALL_RULES and all(r["health"] in ("ok", "unknown") for r in loaded.values()),
+           "Prometheus loaded the packaged rules, all six", loaded.keys())
+        diag(f"node_exporter on 127.0.0.1:{ne_port}, Prometheus on 127.0.0.1:{prom_port}, "
+             f"ready after {time.monotonic() - t0:.1f} s")
+
+        guest = subprocess.Popen(
+            [f"{repo}/scripts/vm/run-in-vm.sh", "--kernel", a.kernel, "--smp", "2", "--timeout", "900",
+             "--log", f"{out}/guest.log", "--quiet", "--",
+             "selftests/fleet/guest.sh", os.path.abspath(a.ko), root, shared],
+            stdout=open(f"{out}/guest.out", "w"), stderr=subprocess.STDOUT, cwd=repo)
+        procs.append(guest)
+        before = set()
+        for state in (1, 2, 3):
+            t = time.monotonic()
+            wait_for(f"state {state} from the guest", lambda: os.path.exists(f"{shared}/ready-{state}"),
+                     400 if state == 1 else 120, guest)
+            j = json.load(open(f"{shared}/state-{state}.json"))
+            mtime = os.stat(f"{shared}/textfile/tsc.prom").st_mtime
+            cs = j["kernel"]["clocksource"]
+            diag(f"state {state}: the guest's clocksource {cs}, its report {time.monotonic() - t:.1f} s after "
+                 f"the last state; sources {[(s['source'], s['hz']) for s in j['frequency_sources']['sources']]}")
+            # node_exporter's mtime of the new file, scraped: the report is in.
+            wait_for("the new tsc.prom scraped", lambda: any(
+                abs(float(s["value"][1]) - mtime) < 1
+                for s in prom.query('node_textfile_mtime_seconds{file=~"(.*/)?tsc\\\\.prom"}')), 30, guest)
+            _, bad = eventually(lambda: (lambda b: (not b, b))(compare_series(prom, j)), 15, guest)
+            ok(not bad, f"state {state} ({cs}): every tsc_* series has the value tsc-report --json gave",
+               "\n".join(bad))
+            want = expected_alerts(j)
+            good, why = eventually(lambda: alerts_as_expected(prom, want), 20, guest)
+            diag(f"state {state}: alerts {why if good else prom.alerts()}")
+            ok(good, f"state {state} ({cs}): exactly the alerts its state calls for, "
+                     f"{sorted(want) or 'none'}", why)
+            gone = before - set(want)
+            if state > 1:
+                ok(not (gone & {k for (k, _) in prom.alerts()}),
+                   f"state {state}: the alerts of the state before that no longer hold cleared: "
+                   f"{sorted(gone) or 'none'}")
+            before = set(want)
+            if state == 1:
+                qs = dashboard_queries(dashboard)
+                empty = []
+                for title, expr in qs:
+                    try:
+                        if not prom.query(expr.replace("$instance", ".+")):
+                            empty.append(f"{title}: {expr}: no series")
+                    except (OSError, RuntimeError) as e:
+                        empty.append(f"{title}: {expr}: {e}")
+                ok(not empty, f"the dashboard's {len(qs)} queries parse and return series", "\n".join(empty))
+                stale = prom.query('time() - node_textfile_mtime_seconds{file=~"(.*/)?tsc\\\\.prom"}')
+                ok(len(stale) == 1 and float(stale[0]["value"][1]) < 1800,
+                   "TSCReportStale's series is the report's age, under its threshold", stale)
+            open(f"{shared}/ack-{state}", "w").close()
+        guest.wait(timeout=120)
+        ok(guest.returncode == 0, f"the guest ran its three states (exit {guest.returncode})",
+           open(f"{out}/guest.out").read())
+    except (TimeoutError, RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        open(f"{shared}/abort", "w").close()
+        ok(False, f"the run went on: {e}")
+        for log in ("guest.out", "prometheus.log"):
+            if os.path.exists(f"{out}/{log}"):
+                diag(f"{log}:\n" + "".join(open(f"{out}/{log}").readlines()[-20:]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    diag(f"the whole run: {time.monotonic() - t0:.1f} s")
+    print(f"# Totals: pass:{n - failed} fail:{failed} xfail:0 xpass:0 skip:0 error:0")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
