@@ -30,7 +30,7 @@ run)
 check)
 	pkgs="$build $guest $kernels $flavours linux-source-6.1 dkms sparse perl
 	      clang-14 libclang-rt-14-dev libabsl-dev g++ pkg-config
-	      python3 python3-jsonschema prometheus prometheus-node-exporter curl clang-tidy cppcheck gcovr
+	      python3 python3-jsonschema prometheus prometheus-node-exporter clang-tidy cppcheck gcovr
 	      build-essential debhelper dh-dkms lintian systemd git mmdebstrap shellcheck
 	      procps flex bison bc libelf-dev libssl-dev abi-dumper abi-compliance-checker
 	      iproute2 rtla" ;;

@@ -7,12 +7,15 @@ command, which writes tsc.prom into a directory shared with this host; here
 Debian's node_exporter serves that directory with its textfile collector,
 and Debian's Prometheus scrapes it every second and evaluates the packaged
 alert rules, both on loopback ports only.  For each of the guest's states
-(clocksource tsc, switched away, back on tsc) this checks, through
-Prometheus's query API:
+(clocksource tsc, switched away, back on tsc, the module unloaded) this
+checks, through Prometheus's query API:
   - every tsc_* series has the value tsc-report --json gave beside the unit;
-  - exactly the alerts the state calls for are pending or firing, and those
-    of the state before are gone;
-  - every query of the packaged Grafana dashboard parses and returns series.
+  - exactly the alerts the state calls for are pending (a rule with a
+    "for") or firing, and those of the state before that no longer hold
+    are gone;
+  - every query of the packaged Grafana dashboard parses, and it and each
+    series it selects return series (in the first two states: the
+    timekeeper's rate exists only on tsc, a firing alert only off it).
 Prometheus itself runs here, not in the guest: under TCG it took 320 s to
 start and had not scraped 280 s later.
 
@@ -21,8 +24,10 @@ Usage: prometheus_e2e.py --debs DIR --ko MODULE.ko --kernel RELEASE --out DIR
 import argparse
 import json
 import math
+import re
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -30,11 +35,12 @@ import time
 import urllib.parse
 import urllib.request
 
-# The rules' own "for": those with one only reach pending here.
-FOR_RULES = {"TSCSkewHigh", "TSCFrequencySourcesDisagree", "TSCSysclockFallback"}
 SKEW_DEFAULT = 1e-6
-ALL_RULES = {"TSCUnstable", "TSCClocksourceNotTSC", "TSCSkewHigh", "TSCFrequencySourcesDisagree",
-             "TSCSysclockFallback", "TSCReportStale"}
+ALL_RULES = {"TSCUnstable", "TSCNotTrustworthy", "TSCClocksourceNotTSC", "TSCSkewHigh",
+             "TSCFrequencySourcesDisagree", "TSCSysclockFallback", "TSCReportStale"}
+STATES = (1, 2, 3, 4)
+# Series in the dashboard's queries: the tool's, node_exporter's, ALERTS.
+SELECTOR = re.compile(r'\b(ALERTS|tsc_[a-z_]+|node_[a-z_]+)(\{[^}]*\})?')
 
 n = 0
 failed = 0
@@ -158,7 +164,9 @@ def expected_series(j):
     if j["sysclock"]["rate_millihz"] is not None:
         e["tsc_timekeeper_frequency_hertz"] = {frozenset(): (j["sysclock"]["rate_millihz"] / 1000, 1e-12, 0)}
     o = j["offsets"]
-    if o["source"] != "none":
+    # The module's offsets are the same to every reader; this tool's own
+    # are measured anew by each run: compare_series checks those.
+    if o["source"] == "module":
         by = o["source"]
         for name, key in (("tsc_offset_seconds", "offset_ticks"), ("tsc_offset_min_seconds", "min_ticks"),
                           ("tsc_offset_max_seconds", "max_ticks")):
@@ -167,6 +175,7 @@ def expected_series(j):
         e["tsc_offset_consistent"] = {frozenset({("cpu", str(c["cpu"]))}): (int(c["consistent"]), 0, 0)
                                       for c in o["cpus"] if c["status"] != "unmeasured"}
         e["tsc_max_skew_seconds"] = {frozenset(): (o["max_skew_ticks"] / hz, 1e-5, 1e-15)}
+    if o["source"] != "none":
         e["tsc_monotonic"] = {frozenset(): (int(o["monotonic"]), 0, 0)}
     e["tsc_trustworthy"] = {frozenset(): (int(j["verdict"]["trustworthy"]), 0, 0)}
     return e
@@ -181,6 +190,11 @@ def compare_series(prom, j):
     # tool's unit tests check them; the sources agreeing is the alert's.
     extra = names - set(want) - {"tsc_frequency_precision_ratio", "tsc_frequency_source_precision_ratio",
                                  "tsc_frequency_sources_agree"}
+    if j["offsets"]["source"] == "userspace":
+        bad += compare_measured(prom, j)
+        # Whether each run's probes agreed is that run's own.
+        extra -= {"tsc_offset_seconds", "tsc_offset_min_seconds", "tsc_offset_max_seconds",
+                  "tsc_max_skew_seconds", "tsc_offset_consistent"}
     if extra:
         bad.append(f"series tsc-report --json has no value for: {sorted(extra)}")
     for name, labels in want.items():
@@ -194,27 +208,60 @@ def compare_series(prom, j):
     return bad
 
 
-def expected_alerts(j):
-    """{alertname: extra labels} that the state of j must raise."""
+def compare_measured(prom, j):
+    """Offsets this tool measured, once for the unit and once for the JSON:
+    each run's bounds hold the true offset, so the two must overlap, and the
+    skew is the widest of the bounds (the reference CPU's 0 included)."""
+    bad = []
+    hz = j["frequency"]["hz"]
+    lo = {dict(k)["cpu"]: v for k, v in series(prom, "tsc_offset_min_seconds").items()}
+    hi = {dict(k)["cpu"]: v for k, v in series(prom, "tsc_offset_max_seconds").items()}
+    mid = {dict(k)["cpu"]: v for k, v in series(prom, "tsc_offset_seconds").items()}
+    cpus = {str(c["cpu"]): c for c in j["offsets"]["cpus"] if c["status"] != "unmeasured"}
+    if not (set(lo) == set(hi) == set(mid) == set(cpus)):
+        return [f"offsets of CPUs {sorted(mid)}, tsc-report --json measured {sorted(cpus)}"]
+    slack = 1e-5 * max(map(abs, list(lo.values()) + list(hi.values()) + [1e-9]))
+    for cpu, c in cpus.items():
+        if not lo[cpu] - slack <= mid[cpu] <= hi[cpu] + slack:
+            bad.append(f"cpu{cpu}: offset {mid[cpu]} outside its bounds [{lo[cpu]}, {hi[cpu]}]")
+        if lo[cpu] > c["max_ticks"] / hz + slack or hi[cpu] < c["min_ticks"] / hz - slack:
+            bad.append(f"cpu{cpu}: bounds [{lo[cpu]}, {hi[cpu]}] and tsc-report --json's "
+                       f"[{c['min_ticks'] / hz}, {c['max_ticks'] / hz}] do not overlap")
+    skew = series(prom, "tsc_max_skew_seconds").get(frozenset())
+    widest = max(list(hi.values()) + [0]) - min(list(lo.values()) + [0])
+    if skew is None or not close(skew, widest, 1e-5, slack):
+        bad.append(f"tsc_max_skew_seconds {skew}, the offsets' bounds span {widest}")
+    return bad
+
+
+def expected_alerts(j, agree):
+    """{alertname: extra labels} that the state of j must raise: what the
+    rules say, applied to what the tool saw.  Whether the sources agree
+    comes from the unit's own report (agree): each run calibrates anew."""
     want = {}
+    cs = j["kernel"]["clocksource"]
     if j["kernel"]["unstable"]:
         want["TSCUnstable"] = {}
-    if j["kernel"]["clocksource"] != "tsc":
-        want["TSCClocksourceNotTSC"] = {"clocksource": j["kernel"]["clocksource"]}
+    if not j["verdict"]["trustworthy"]:
+        want["TSCNotTrustworthy"] = {}
+    if cs != "tsc":
+        want["TSCClocksourceNotTSC"] = {"clocksource": cs}
     o = j["offsets"]
     if o["source"] != "none" and o["max_skew_ticks"] / j["frequency"]["hz"] > SKEW_DEFAULT:
         want["TSCSkewHigh"] = {}
-    if not j["frequency_sources"]["agree"]:
+    if not agree:
         want["TSCFrequencySourcesDisagree"] = {}
-    if j["sysclock"]["path"] != "kernel":
+    if j["sysclock"]["path"] != "kernel" and cs == "tsc":
         want["TSCSysclockFallback"] = {"path": j["sysclock"]["path"]}
     return want
 
 
-def alerts_as_expected(prom, want):
+def alerts_as_expected(prom, want, waits):
+    """(True, states) if exactly want is pending (rules with a "for",
+    waits[name] > 0) or firing, with its labels."""
     got = prom.alerts()
     states = {name: state for (name, state) in got}
-    expect = {name: ("pending" if name in FOR_RULES else "firing") for name in want}
+    expect = {name: ("pending" if waits[name] > 0 else "firing") for name in want}
     if states != expect:
         return False, f"alerts {states}, want {expect}"
     for (name, _), labels in got.items():
@@ -222,6 +269,32 @@ def alerts_as_expected(prom, want):
             if labels.get(k) != v:
                 return False, f"{name}: label {k}={labels.get(k)!r}, want {v!r}"
     return True, states
+
+
+def dashboard_check(prom, queries, found):
+    """Run every query and each series it selects; found[(title, expr)]
+    collects the checks that returned series, errors those that failed."""
+    errors = []
+    for title, expr in queries:
+        q = expr.replace("$instance", ".+")
+        for what in [q] + [m.group(0) for m in SELECTOR.finditer(q)]:
+            try:
+                if prom.query(what):
+                    found.setdefault((title, expr), set()).add(what)
+            except (OSError, RuntimeError) as e:
+                errors.append(f"{title}: {what}: {e}")
+    return errors
+
+
+def dashboard_missing(queries, found):
+    """What never returned series in any state checked."""
+    missing = []
+    for title, expr in queries:
+        q = expr.replace("$instance", ".+")
+        for what in [q] + [m.group(0) for m in SELECTOR.finditer(q)]:
+            if what not in found.get((title, expr), set()):
+                missing.append(f"{title}: {what}: no series")
+    return missing
 
 
 def dashboard_queries(path):
@@ -235,6 +308,29 @@ def dashboard_queries(path):
 
 def start(cmd, log):
     return subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+
+def stop(procs):
+    """Terminate, then kill, each process (the guest with its session)."""
+    for p in procs:
+        if p.poll() is None:
+            signal_group(p, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            signal_group(p, signal.SIGKILL)
+            p.wait()
+
+
+def signal_group(p, sig):
+    try:
+        if os.getpgid(p.pid) == p.pid:
+            os.killpg(p.pid, sig)
+        else:
+            p.send_signal(sig)
+    except ProcessLookupError:
+        pass
 
 
 def main():
@@ -259,7 +355,7 @@ def main():
             return 1
         subprocess.run(["dpkg-deb", "-x", f"{a.debs}/{deb[0]}", root], check=True)
     rules = f"{root}/usr/share/tsc/prometheus/tsc-alerts.yml"
-    dashboard = f"{root}/usr/share/tsc/prometheus/tsc-dashboard.json"
+    queries = dashboard_queries(f"{root}/usr/share/tsc/prometheus/tsc-dashboard.json")
 
     ne_port, prom_port = free_port(), free_port()
     with open(f"{out}/prometheus.yml", "w") as c:
@@ -282,81 +378,71 @@ scrape_configs:
                  60)
         groups = prom.get("/api/v1/rules")["data"]["groups"]
         loaded = {r["name"]: r for g in groups for r in g["rules"]}
+        # How long each must hold before it fires: its "for", as loaded.
+        waits = {name: r.get("duration", 0) for name, r in loaded.items()}
         ok(set(loaded) == ALL_RULES and all(r["health"] in ("ok", "unknown") for r in loaded.values()),
-           "Prometheus loaded the packaged rules, all six", loaded.keys())
+           f"Prometheus loaded the packaged rules, all {len(ALL_RULES)}", loaded.keys())
         diag(f"node_exporter on 127.0.0.1:{ne_port}, Prometheus on 127.0.0.1:{prom_port}, "
-             f"ready after {time.monotonic() - t0:.1f} s")
+             f"ready after {time.monotonic() - t0:.1f} s; rules' for (s): {waits}")
 
+        # A session of its own: the guest's QEMU is killed with it.
         guest = subprocess.Popen(
             [f"{repo}/scripts/vm/run-in-vm.sh", "--kernel", a.kernel, "--smp", "2", "--timeout", "900",
              "--log", f"{out}/guest.log", "--quiet", "--",
              "selftests/fleet/guest.sh", os.path.abspath(a.ko), root, shared],
-            stdout=open(f"{out}/guest.out", "w"), stderr=subprocess.STDOUT, cwd=repo)
+            stdout=open(f"{out}/guest.out", "w"), stderr=subprocess.STDOUT, cwd=repo,
+            start_new_session=True)
         procs.append(guest)
-        before = set()
-        for state in (1, 2, 3):
+        before, found, dash_errors = set(), {}, []
+        for state in STATES:
             t = time.monotonic()
             wait_for(f"state {state} from the guest", lambda: os.path.exists(f"{shared}/ready-{state}"),
                      400 if state == 1 else 120, guest)
             j = json.load(open(f"{shared}/state-{state}.json"))
             mtime = os.stat(f"{shared}/textfile/tsc.prom").st_mtime
-            cs = j["kernel"]["clocksource"]
-            diag(f"state {state}: the guest's clocksource {cs}, its report {time.monotonic() - t:.1f} s after "
-                 f"the last state; sources {[(s['source'], s['hz']) for s in j['frequency_sources']['sources']]}")
+            what = open(f"{shared}/state-{state}").read().strip()
+            diag(f"state {state}: {what}, its report {time.monotonic() - t:.1f} s after the last state; "
+                 f"sources {[(s['source'], s['hz']) for s in j['frequency_sources']['sources']]}")
             # node_exporter's mtime of the new file, scraped: the report is in.
             wait_for("the new tsc.prom scraped", lambda: any(
                 abs(float(s["value"][1]) - mtime) < 1
                 for s in prom.query('node_textfile_mtime_seconds{file=~"(.*/)?tsc\\\\.prom"}')), 30, guest)
             _, bad = eventually(lambda: (lambda b: (not b, b))(compare_series(prom, j)), 15, guest)
-            ok(not bad, f"state {state} ({cs}): every tsc_* series has the value tsc-report --json gave",
+            ok(not bad, f"state {state} ({what}): every tsc_* series has the value tsc-report --json gave",
                "\n".join(bad))
-            want = expected_alerts(j)
-            good, why = eventually(lambda: alerts_as_expected(prom, want), 20, guest)
-            diag(f"state {state}: alerts {why if good else prom.alerts()}")
-            ok(good, f"state {state} ({cs}): exactly the alerts its state calls for, "
-                     f"{sorted(want) or 'none'}", why)
-            gone = before - set(want)
-            if state > 1:
-                ok(not (gone & {k for (k, _) in prom.alerts()}),
-                   f"state {state}: the alerts of the state before that no longer hold cleared: "
-                   f"{sorted(gone) or 'none'}")
+            agree = series(prom, "tsc_frequency_sources_agree").get(frozenset()) == 1
+            want = expected_alerts(j, agree)
+            t = time.monotonic()
+            good, why = eventually(lambda: alerts_as_expected(prom, want, waits), 20, guest)
+            diag(f"state {state}: alerts {why if good else prom.alerts()} after {time.monotonic() - t:.1f} s")
+            ok(good, f"state {state} ({what}): exactly the alerts it calls for, {sorted(want) or 'none'}; "
+                     f"cleared: {sorted(before - set(want)) or 'none'}", why)
             before = set(want)
-            if state == 1:
-                qs = dashboard_queries(dashboard)
-                empty = []
-                for title, expr in qs:
-                    try:
-                        if not prom.query(expr.replace("$instance", ".+")):
-                            empty.append(f"{title}: {expr}: no series")
-                    except (OSError, RuntimeError) as e:
-                        empty.append(f"{title}: {expr}: {e}")
-                ok(not empty, f"the dashboard's {len(qs)} queries parse and return series", "\n".join(empty))
-                stale = prom.query('time() - node_textfile_mtime_seconds{file=~"(.*/)?tsc\\\\.prom"}')
-                ok(len(stale) == 1 and float(stale[0]["value"][1]) < 1800,
-                   "TSCReportStale's series is the report's age, under its threshold", stale)
+            if state in (1, 2):
+                dash_errors += dashboard_check(prom, queries, found)
+            if state == 2:
+                missing = dash_errors + dashboard_missing(queries, found)
+                ok(not missing, f"the dashboard's {len(queries)} queries parse, and each and every series "
+                                f"they select return series", "\n".join(missing))
+                age = prom.query('time() - max_over_time(node_textfile_mtime_seconds'
+                                 '{file=~"(.*/)?tsc\\\\.prom"}[1d])')
+                ok(len(age) == 1 and 0 <= float(age[0]["value"][1]) < 1800,
+                   "TSCReportStale's expression is the report's age, under its threshold", age)
             open(f"{shared}/ack-{state}", "w").close()
         guest.wait(timeout=120)
-        ok(guest.returncode == 0, f"the guest ran its three states (exit {guest.returncode})",
+        ok(guest.returncode == 0, f"the guest went through its {len(STATES)} states (exit {guest.returncode})",
            open(f"{out}/guest.out").read())
-    except (TimeoutError, RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+    except (TimeoutError, RuntimeError, OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
         open(f"{shared}/abort", "w").close()
-        ok(False, f"the run went on: {e}")
+        ok(False, f"the run went on: {e!r}")
         for log in ("guest.out", "prometheus.log"):
             if os.path.exists(f"{out}/{log}"):
                 diag(f"{log}:\n" + "".join(open(f"{out}/{log}").readlines()[-20:]))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(procs)
     diag(f"the whole run: {time.monotonic() - t0:.1f} s")
     print(f"# Totals: pass:{n - failed} fail:{failed} xfail:0 xpass:0 skip:0 error:0")
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -27,9 +27,11 @@ struct freq_sources {
 /*
  * Two values of the same rate agree if they are no further apart than
  * both their precisions together: each may be that far from its
- * reference, and no further.  Where their references differ (the kernel's
- * tsc_khz and a crystal's rating), those may differ too, by less than the
- * wider precision: tsc(7), "Precision".
+ * reference, and no further.  Nothing is allowed for references that
+ * differ (the kernel's tsc_khz and a crystal's rating, tsc(7),
+ * "Precision"): a nominal figure's precision is its crystal's tolerance,
+ * which is meant to cover that, and a kernel that took another rate than
+ * the crystal's is what the check is for.
  */
 static inline bool fs_pair_agrees(const struct tsc_freq *x, const struct tsc_freq *y,
 				  double *apart_ppm)
