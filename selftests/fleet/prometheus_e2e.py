@@ -41,6 +41,8 @@ SKEW_DEFAULT = 1e-6
 ALL_RULES = {"TSCUnstable", "TSCNotTrustworthy", "TSCClocksourceNotTSC", "TSCSkewHigh",
              "TSCFrequencySourcesDisagree", "TSCSysclockFallback", "TSCReportStale"}
 STATES = (1, 2, 3, 4)
+# node_exporter's mtime of tsc.prom, as the rules and the dashboard match it.
+MTIME = 'node_textfile_mtime_seconds{file=~"(.*/)?tsc\\\\.prom"}'
 # Series in the dashboard's queries: the tool's, node_exporter's, ALERTS.
 SELECTOR = re.compile(r'\b(ALERTS|tsc_[a-z_]+|node_[a-z_]+)(\{[^}]*\})?')
 
@@ -453,7 +455,7 @@ scrape_configs:
             # node_exporter's mtime of the new file, scraped: the report is in.
             wait_for("the new tsc.prom scraped", lambda: any(
                 abs(float(s["value"][1]) - mtime) < 1
-                for s in prom.query('node_textfile_mtime_seconds{file=~"(.*/)?tsc\\\\.prom"}')), 30, guest)
+                for s in prom.query(MTIME)), 30, guest)
             samples = textfile(f"{shared}/textfile/tsc.prom")
             _, bad = eventually(lambda: (lambda b: (not b, b))(compare_textfile(prom, samples)), 15, guest)
             ok(not bad, f"state {state} ({what}): Prometheus has every sample of the unit's tsc.prom, "
@@ -483,8 +485,7 @@ scrape_configs:
                 ok(not missing, f"the dashboard's {len(queries)} queries parse, and each and every series "
                                 f"they select return series, and its $instance lists the guest",
                    "\n".join(missing))
-                age = prom.query('time() - max_over_time(node_textfile_mtime_seconds'
-                                 '{file=~"(.*/)?tsc\\\\.prom"}[1d])')
+                age = prom.query(f"time() - max_over_time({MTIME}[1d])")
                 ok(len(age) == 1 and 0 <= float(age[0]["value"][1]) < 1800,
                    "TSCReportStale's expression is the report's age, under its threshold", age)
             open(f"{shared}/ack-{state}", "w").close()

@@ -45,13 +45,16 @@ static inline bool fs_pair_agrees(const struct tsc_freq *x, const struct tsc_fre
 /* Compare every pair of the s->n values; true if all agree. */
 static inline bool fs_compare(struct freq_sources *s)
 {
+	double apart;
+
 	s->a = s->b = -1;
 	s->apart_ppm = 0;
 	for (unsigned int i = 0; i < s->n; i++)
 		for (unsigned int j = i + 1; j < s->n; j++)
-			if (!fs_pair_agrees(&s->f[i], &s->f[j], &s->apart_ppm)) {
+			if (!fs_pair_agrees(&s->f[i], &s->f[j], &apart)) {
 				s->a = (int)i;
 				s->b = (int)j;
+				s->apart_ppm = apart;
 				return false;
 			}
 	return true;

@@ -85,13 +85,14 @@ static const char *precision_of(const struct tsc_freq *f)
 
 /*
  * Every source on its own, and a calibration, for the check that they
- * agree: what tsc_freq_get() ranks, each as it answers now.  200 ms of
- * calibration, on this thread's CPU only: enough for a precision of a few
- * ppm here, and the service runs every ten minutes.
+ * agree: what tsc_freq_get() ranks, each as it answers now.  The
+ * calibration is the chosen frequency where that is one (no second
+ * measurement), else 200 ms of it, on this thread's CPU only: enough for a
+ * precision of a few ppm here, and the service runs every ten minutes.
  */
 #define SOURCES_CALIBRATE_MS	200
 
-static void read_sources(struct freq_sources *s, const char *root)
+static void read_sources(struct freq_sources *s, const char *root, const struct tsc_freq *chosen)
 {
 	struct tsc_freq f;
 
@@ -104,7 +105,9 @@ static void read_sources(struct freq_sources *s, const char *root)
 		s->f[s->n++] = f;
 	if (!tsc_freq_from_cpuid(&f))
 		s->f[s->n++] = f;
-	if (!tsc_freq_calibrate(&f, 0, SOURCES_CALIBRATE_MS))
+	if (chosen->source == TSC_SOURCE_CALIBRATION)
+		s->f[s->n++] = *chosen;
+	else if (!tsc_freq_calibrate(&f, 0, SOURCES_CALIBRATE_MS))
 		s->f[s->n++] = f;
 	fs_compare(s);
 }
@@ -532,7 +535,7 @@ int main(int argc, char **argv)
 		/* No rate where clock_gettime() reads the clocks: why says so. */
 		if (tsc_sysclock_rate(&sysclk, &sc.millihz))
 			sc.millihz = 0;
-		read_sources(&sources, root);
+		read_sources(&sources, root, &clk.freq);
 		err = tsc_report_get(&r, &ro);
 		if (err) {
 			fprintf(stderr, "tsc-report: %s\n", tsc_last_error());
