@@ -2,42 +2,133 @@
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 #
 # The guest's half of prometheus_e2e.py: a machine whose TSC state really
-# changes.  Loads the module, puts the shared directory where the packaged
-# unit writes (Debian's node_exporter textfile directory), and for each
-# state runs the unit's command, then tsc-report --json beside it, and
-# waits for the host to have checked Prometheus before the next:
+# changes, where systemd starts the packaged unit.  The guest's init is not
+# systemd, so systemd runs as a container's would: in namespaces of its
+# own, on an overlay of this root with the packages tsc-tools and libtsc1
+# where they install.  Debian's node_exporter textfile directory there is
+# the directory the host reads.  For each state, systemd starts
+# tsc-report-prometheus.service, which writes tsc.prom, then the same unit
+# with --json for --prometheus, and the guest waits for the host to have
+# checked Prometheus before the next:
 #   1 the clocksource tsc, 2 switched away from tsc, 3 back on tsc,
 #   4 the module unloaded (libtsc falls back from its page).
 #
 # Usage: guest.sh MODULE.ko ROOT SHARED
 #   ROOT: the packages tsc-tools and libtsc1 unpacked (dpkg-deb -x)
-#   SHARED: the directory the host reads (state-N in words, state-N.json,
-#   ready-N; ack-N back)
+#   SHARED: the directory the host reads (textfile/; state-N in words,
+#   state-N.json, ready-N; ack-N back)
 set -u
 ko=${1:?usage: guest.sh MODULE.ko ROOT SHARED} root=${2:?} shared=${3:?}
-unit=$root/lib/systemd/system/tsc-report-prometheus.service
+here=$(cd "$(dirname "$0")" && pwd -P)
+unit=tsc-report-prometheus.service
+json_unit=tsc-report-json.service
+timer=tsc-report-prometheus.timer
 textfile=/var/lib/prometheus/node-exporter
 cs=/sys/devices/system/clocksource/clocksource0
+# The overlay: its layer in the guest's memory, the root systemd sees.
+layer=/tmp/fleet-layer
+top=/tmp/fleet-root
+sd=''
 
 die() { echo "guest: $*" >&2; touch "$shared/abort"; exit 1; }
 
-# The packaged library, never one installed on the host whose root this is.
-lib=$(find "$root" -name libtsc.so.1 -printf '%h\n' -quit)
-[[ -n $lib ]] || die "no libtsc.so.1 in $root"
+# A command in systemd's namespaces and root, as its own services see them.
+in_systemd() { nsenter --target "$sd" --mount --pid --root --wd "$@"; }
+ctl() { in_systemd systemctl "$@"; }
 
-# The unit's ExecStart, its program taken from ROOT (the packaged one,
-# linked with the packaged libtsc), and the exit status it accepts.
-# systemd is not this guest's init, so the command runs here as the unit
-# has it; deb-check has systemd-analyze verify the unit itself.
+# This root, read-only over 9p, under a writable layer in memory, with the
+# packages' files at their paths and the loader's cache rebuilt: what
+# installing them leaves.  deb-check installs them with dpkg itself; here,
+# dpkg would read a database of 220000 files over 9p under TCG, two minutes.
+install_packages() {
+	local kroot=''
+	# The kernel's modules: in /lib/modules, or in the root the kernel
+	# came from (scripts/kernel-roots.sh).
+	[[ -d /lib/modules/$(uname -r) ]] ||
+		kroot=$("$here/../../scripts/kernel-roots.sh" root "$(uname -r)") ||
+		die "no modules of $(uname -r) here nor in a kernel root"
+	modprobe ${kroot:+-d "$kroot"} overlay || die "cannot load overlayfs"
+	mkdir -p "$layer/upper" "$layer/work" "$top" || die "cannot make $layer"
+	mount -t overlay overlay -o "lowerdir=/,upperdir=$layer/upper,workdir=$layer/work" "$top" ||
+		die "cannot mount an overlay of / on $top"
+	# Debian's /lib is a link to usr/lib: kept, as dpkg keeps it.
+	tar -C "$root" -cf - . | tar -C "$top" --keep-directory-symlink --no-overwrite-dir -xf - ||
+		die "cannot copy the packages' files from $root"
+	chroot "$top" ldconfig || die "ldconfig failed"
+	# A container's: the devices, its own /run and /tmp; systemd mounts
+	# /proc, /sys and the cgroups itself.
+	mount --rbind /dev "$top/dev" || die "cannot bind /dev on $top"
+	mount -t tmpfs -o mode=755 run "$top/run" || die "cannot mount $top/run"
+	mount -t tmpfs -o mode=1777 tmp "$top/tmp" || die "cannot mount $top/tmp"
+	[[ -d $top$textfile ]] || die "no $textfile: is prometheus-node-exporter installed?"
+	mount --bind "$shared/textfile" "$top$textfile" ||
+		die "cannot bind $shared/textfile on $textfile"
+}
+
+# The packaged unit with --json for --prometheus, writing tsc.json beside
+# tsc.prom, and nothing else changed: each state's JSON comes from the same
+# sandbox as its report.  Root outside it may see more: Debian's
+# perf_event_paranoid refuses perf to the unit, not to root.
+make_json_unit() {
+	local src=$top/lib/systemd/system/$unit dst=$top/run/systemd/system/$json_unit
+	mkdir -p "${dst%/*}" || die "cannot make ${dst%/*}"
+	sed "s|^\(ExecStart=.*\) --prometheus --output $textfile/tsc\.prom\$|\1 --json --output $textfile/tsc.json|" \
+		"$src" > "$dst" || die "cannot write $dst"
+	[[ $(diff "$src" "$dst" | grep -c '^[<>]') == 2 ]] ||
+		die "$unit's ExecStart is not '... --prometheus --output $textfile/tsc.prom'"
+}
+
+# systemd as PID 1 of a PID namespace, $container set, up to sysinit.target:
+# what a service's default dependencies require.  Not basic.target, which
+# wants timers.target: this host's enabled timers would run in the guest,
+# node_exporter's among them, writing their files beside tsc.prom.  Its log
+# goes to the kernel's.  Up in 2 to 11 s under TCG; 300 s at most.
+start_systemd() {
+	local pid i state=''
+	unshare --pid --mount --fork --propagation private \
+		chroot "$top" /usr/bin/env container=tsc-fleet-e2e /lib/systemd/systemd \
+		--unit=sysinit.target --log-target=kmsg --log-level=notice --show-status=no \
+		</dev/null >/dev/null 2>&1 &
+	pid=$!
+	for ((i = 0; i < 3000; i++)); do
+		[[ -n $sd ]] || sd=$(pgrep -P "$pid" -x systemd)
+		[[ -n $sd ]] && state=$(ctl is-system-running 2>/dev/null)
+		[[ $state == running || $state == degraded ]] && break
+		kill -0 "$pid" 2>/dev/null || die "systemd exited (the kernel's log has why)"
+		sleep 0.1
+	done
+	[[ $state == running || $state == degraded ]] ||
+		die "systemd not up in 300 s: ${state:-no manager}"
+	echo "guest: systemd up ($state) in $((i / 10)).$((i % 10)) s"
+	[[ $state == running ]] || ctl --failed --no-pager
+}
+
+# The packaged timer starts and waits to start the unit (its first run
+# is two minutes after boot: a state's run is started by hand).
+check_timer() {
+	local sub triggers
+	ctl start "$timer" || die "systemctl start $timer failed"
+	sub=$(ctl show --property=SubState --value "$timer")
+	triggers=$(ctl show --property=Triggers --value "$timer")
+	ctl stop "$timer"
+	[[ $sub == waiting && $triggers == "$unit" ]] ||
+		die "$timer: $sub, triggers '$triggers'; not waiting to start $unit"
+	echo "guest: $timer started: waiting, to start $unit"
+}
+
+# systemd starts the packaged unit, which must run (its condition met),
+# succeed as the unit counts success, and write a new tsc.prom.  Its
+# properties cannot tell: once it is done, nothing references it, and
+# systemd unloads it.
 run_unit() {
-	local cmd ok st
-	cmd=$(sed -n 's/^ExecStart=//p' "$unit")
-	ok=" 0 $(sed -n 's/^SuccessExitStatus=//p' "$unit") "
-	[[ $cmd == /* ]] || die "no absolute ExecStart in $unit"
-	# shellcheck disable=SC2086 # the unit's words, as systemd splits them
-	LD_LIBRARY_PATH=$lib "$root"$cmd; st=$?
-	[[ $ok == *" $st "* ]] || die "the unit's command exited $st ($cmd)"
-	echo "guest: the unit's command wrote $textfile/tsc.prom (exit $st)"
+	local before after
+	before=$(stat -c %y "$shared/textfile/tsc.prom" 2>/dev/null)
+	ctl start "$unit" ||
+		die "systemctl start $unit failed: $(ctl status --no-pager "$unit")"
+	after=$(stat -c %y "$shared/textfile/tsc.prom" 2>/dev/null)
+	[[ -n $after && $after != "$before" ]] ||
+		die "$unit did not write $textfile/tsc.prom (its condition not met?)"
+	echo "guest: systemd ran $unit, which wrote $textfile/tsc.prom"
 }
 
 # The host acknowledges state $1 once Prometheus showed it; 300 s at most.
@@ -54,8 +145,10 @@ wait_ack() {
 # State $1, described as $2: the unit's report, and the tool's JSON beside it.
 report() {
 	run_unit
-	LD_LIBRARY_PATH=$lib "$root/usr/bin/tsc-report" --json > "$shared/state-$1.json"
-	[[ $? -le 1 ]] || die "tsc-report --json failed in state $1"
+	ctl start "$json_unit" ||
+		die "systemctl start $json_unit failed: $(ctl status --no-pager "$json_unit")"
+	mv "$shared/textfile/tsc.json" "$shared/state-$1.json" ||
+		die "$json_unit wrote no tsc.json in state $1"
 	echo "$2" > "$shared/state-$1"
 	echo "guest: state $1: $2"
 	touch "$shared/ready-$1"
@@ -68,8 +161,10 @@ clocksource() {
 }
 
 insmod "$ko" || die "insmod $ko failed"
-[[ -d $textfile ]] || die "no $textfile: is prometheus-node-exporter installed?"
-mount --bind "$shared/textfile" "$textfile" || die "cannot bind $shared/textfile on $textfile"
+install_packages
+make_json_unit
+start_systemd
+check_timer
 other=$(tr ' ' '\n' < "$cs/available_clocksource" | grep -v -x -e tsc -e '' | head -n 1)
 [[ -n $other ]] || die "no clocksource but tsc: $(cat "$cs/available_clocksource")"
 echo "guest: clocksources: $(cat "$cs/available_clocksource"); switching to $other"

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 """The fleet's path end to end, with the real programs (KTAP on stdout).
 
-A TCG guest (guest.sh) loads the module and runs the packaged unit's
-command, which writes tsc.prom into a directory shared with this host; here
+A TCG guest (guest.sh) loads the module, and there systemd starts the
+packaged unit, which writes tsc.prom into a directory shared with this
+host; here
 Debian's node_exporter serves that directory with its textfile collector,
 and Debian's Prometheus scrapes it every second and evaluates the packaged
 alert rules, both on loopback ports only.  For each of the guest's states
@@ -446,7 +447,7 @@ scrape_configs:
         for state in STATES:
             t = time.monotonic()
             wait_for(f"state {state} from the guest", lambda: os.path.exists(f"{shared}/ready-{state}"),
-                     400 if state == 1 else 120, guest)
+                     600 if state == 1 else 120, guest)
             j = json.load(open(f"{shared}/state-{state}.json"))
             mtime = os.stat(f"{shared}/textfile/tsc.prom").st_mtime
             what = open(f"{shared}/state-{state}").read().strip()
