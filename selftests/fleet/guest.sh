@@ -8,16 +8,18 @@
 # where they install.  Debian's node_exporter textfile directory there is
 # the directory the host reads.  For each state, systemd starts
 # tsc-report-prometheus.service, which writes tsc.prom, then the same unit
-# with --json for --prometheus, and the guest waits for the host to have
-# checked Prometheus before the next:
-#   1 the clocksource tsc, 2 switched away from tsc, 3 back on tsc,
-#   4 the module unloaded (libtsc falls back from its page).
+# with --json for --prometheus, then root runs tsc-report --json outside
+# the sandbox, and the guest waits for the host to have checked Prometheus
+# before the next:
+#   1 the clocksource tsc, 2 switched away from tsc, 3 back on tsc, with
+#   perf_event_paranoid 2 (upstream's default, where the unit may use
+#   perf), 4 the module unloaded (libtsc falls back from its page).
 #
 # Usage: guest.sh MODULE.ko ROOT SHARED
 #   ROOT: the packages tsc-tools and libtsc1 unpacked (dpkg-deb -x)
 #   SHARED: the directory the host reads (textfile/; state-N in words,
-#   state-N.json, ready-N; ack-N back)
-set -u
+#   state-N.json, state-N.root.json, state-N.paranoid, ready-N; ack-N back)
+set -u -o pipefail
 ko=${1:?usage: guest.sh MODULE.ko ROOT SHARED} root=${2:?} shared=${3:?}
 here=$(cd "$(dirname "$0")" && pwd -P)
 unit=tsc-report-prometheus.service
@@ -25,6 +27,7 @@ json_unit=tsc-report-json.service
 timer=tsc-report-prometheus.timer
 textfile=/var/lib/prometheus/node-exporter
 cs=/sys/devices/system/clocksource/clocksource0
+paranoid=/proc/sys/kernel/perf_event_paranoid
 # The overlay: its layer in the guest's memory, the root systemd sees.
 layer=/tmp/fleet-layer
 top=/tmp/fleet-root
@@ -32,34 +35,50 @@ sd=''
 
 die() { echo "guest: $*" >&2; touch "$shared/abort"; exit 1; }
 
-# A command in systemd's namespaces and root, as its own services see them.
-in_systemd() { nsenter --target "$sd" --mount --pid --root --wd "$@"; }
+# A command in systemd's namespaces and root, as its own services see them;
+# 180 s at most (a unit's start: its TimeoutStartSec is 2 min).
+in_systemd() { timeout 180 nsenter --target "$sd" --mount --pid --root --wd "$@"; }
 ctl() { in_systemd systemctl "$@"; }
+
+# Microseconds since the epoch.
+now_us() { echo $((${EPOCHREALTIME/./})); }
 
 # This root, read-only over 9p, under a writable layer in memory, with the
 # packages' files at their paths and the loader's cache rebuilt: what
 # installing them leaves.  deb-check installs them with dpkg itself; here,
 # dpkg would read a database of 220000 files over 9p under TCG, two minutes.
 install_packages() {
-	local kroot=''
+	local kroot='' lib want
 	# The kernel's modules: in /lib/modules, or in the root the kernel
 	# came from (scripts/kernel-roots.sh).
-	[[ -d /lib/modules/$(uname -r) ]] ||
-		kroot=$("$here/../../scripts/kernel-roots.sh" root "$(uname -r)") ||
-		die "no modules of $(uname -r) here nor in a kernel root"
-	modprobe ${kroot:+-d "$kroot"} overlay || die "cannot load overlayfs"
+	if ! grep -qw overlay /proc/filesystems; then
+		[[ -d /lib/modules/$(uname -r) ]] ||
+			kroot=$("$here/../../scripts/kernel-roots.sh" root "$(uname -r)") ||
+			die "no modules of $(uname -r) here nor in a kernel root"
+		modprobe ${kroot:+-d "$kroot"} overlay || die "cannot load overlayfs"
+	fi
 	mkdir -p "$layer/upper" "$layer/work" "$top" || die "cannot make $layer"
 	mount -t overlay overlay -o "lowerdir=/,upperdir=$layer/upper,workdir=$layer/work" "$top" ||
 		die "cannot mount an overlay of / on $top"
 	# Debian's /lib is a link to usr/lib: kept, as dpkg keeps it.
 	tar -C "$root" -cf - . | tar -C "$top" --keep-directory-symlink --no-overwrite-dir -xf - ||
 		die "cannot copy the packages' files from $root"
+	# A fleet's host has these packages, not a build of ours installed
+	# by hand nor an administrator's drop-in: none of this root's.
+	rm -rf "${top:?}"/usr/local/lib/libtsc.so* "$top"/etc/systemd/system/tsc-report-prometheus.* ||
+		die "cannot hide this root's own libtsc and units"
 	chroot "$top" ldconfig || die "ldconfig failed"
-	# A container's: the devices, its own /run and /tmp; systemd mounts
-	# /proc, /sys and the cgroups itself.
+	lib=$(chroot "$top" ldd /usr/bin/tsc-report | awk '$1 == "libtsc.so.1" { print $3 }')
+	want=$(cd "$root" && find . -name libtsc.so.1 -printf '/%P\n' -quit)
+	[[ -n $lib && -n $want && $(chroot "$top" realpath "$lib") == $(chroot "$top" realpath "$want") ]] ||
+		die "tsc-report loads libtsc.so.1 from '$lib', not the packaged $want"
+	# A container's, as systemd-nspawn leaves it: the devices, its own
+	# /run and /tmp, /sys read-only (so that this root's udev rules and
+	# units do not act on the guest's kernel; /proc/sys too, below).
 	mount --rbind /dev "$top/dev" || die "cannot bind /dev on $top"
 	mount -t tmpfs -o mode=755 run "$top/run" || die "cannot mount $top/run"
 	mount -t tmpfs -o mode=1777 tmp "$top/tmp" || die "cannot mount $top/tmp"
+	mount -t sysfs -o ro sysfs "$top/sys" || die "cannot mount $top/sys"
 	[[ -d $top$textfile ]] || die "no $textfile: is prometheus-node-exporter installed?"
 	mount --bind "$shared/textfile" "$top$textfile" ||
 		die "cannot bind $shared/textfile on $textfile"
@@ -81,16 +100,22 @@ make_json_unit() {
 # systemd as PID 1 of a PID namespace, $container set, up to sysinit.target:
 # what a service's default dependencies require.  Not basic.target, which
 # wants timers.target: this host's enabled timers would run in the guest,
-# node_exporter's among them, writing their files beside tsc.prom.  Its log
-# goes to the kernel's.  Up in 2 to 11 s under TCG; 300 s at most.
+# node_exporter's among them, writing their files beside tsc.prom.  Its
+# /proc is the namespace's, /proc/sys read-only.  Its log goes to the
+# kernel's.  Up in 2 to 8 s under TCG; 300 s at most.
 start_systemd() {
-	local pid i state=''
-	unshare --pid --mount --fork --propagation private \
-		chroot "$top" /usr/bin/env container=tsc-fleet-e2e /lib/systemd/systemd \
-		--unit=sysinit.target --log-target=kmsg --log-level=notice --show-status=no \
+	local pid t0 end=$((SECONDS + 300)) state='' us
+	t0=$(now_us)
+	# shellcheck disable=SC2016 # expanded by that shell
+	unshare --pid --mount --fork --propagation private --mount-proc="$top/proc" \
+		/bin/sh -c 'top=$1; shift
+			mount --bind "$top/proc/sys" "$top/proc/sys" &&
+			mount -o remount,bind,ro "$top/proc/sys" &&
+			exec chroot "$top" /usr/bin/env container=tsc-fleet-e2e /lib/systemd/systemd "$@"' \
+		sh "$top" --unit=sysinit.target --log-target=kmsg --log-level=notice --show-status=no \
 		</dev/null >/dev/null 2>&1 &
 	pid=$!
-	for ((i = 0; i < 3000; i++)); do
+	while ((SECONDS < end)); do
 		[[ -n $sd ]] || sd=$(pgrep -P "$pid" -x systemd)
 		[[ -n $sd ]] && state=$(ctl is-system-running 2>/dev/null)
 		[[ $state == running || $state == degraded ]] && break
@@ -99,8 +124,19 @@ start_systemd() {
 	done
 	[[ $state == running || $state == degraded ]] ||
 		die "systemd not up in 300 s: ${state:-no manager}"
-	echo "guest: systemd up ($state) in $((i / 10)).$((i % 10)) s"
+	us=$(($(now_us) - t0))
+	echo "guest: systemd up ($state) in $((us / 1000000)).$((us / 100000 % 10)) s"
 	[[ $state == running ]] || ctl --failed --no-pager
+}
+
+# The unit systemd loaded is the packaged file, with no drop-in.
+check_unit() {
+	local frag drop
+	frag=$(ctl show --property=FragmentPath --value "$unit")
+	drop=$(ctl show --property=DropInPaths --value "$unit")
+	if [[ -z $frag || ! -e $root$frag || -n $drop ]] || ! cmp -s "$root$frag" "$top$frag"; then
+		die "$unit: loaded from '$frag' with drop-ins '$drop', not as packaged"
+	fi
 }
 
 # The packaged timer starts and waits to start the unit (its first run
@@ -110,22 +146,22 @@ check_timer() {
 	ctl start "$timer" || die "systemctl start $timer failed"
 	sub=$(ctl show --property=SubState --value "$timer")
 	triggers=$(ctl show --property=Triggers --value "$timer")
-	ctl stop "$timer"
+	ctl stop "$timer" || die "systemctl stop $timer failed"
 	[[ $sub == waiting && $triggers == "$unit" ]] ||
 		die "$timer: $sub, triggers '$triggers'; not waiting to start $unit"
 	echo "guest: $timer started: waiting, to start $unit"
 }
 
 # systemd starts the packaged unit, which must run (its condition met),
-# succeed as the unit counts success, and write a new tsc.prom.  Its
-# properties cannot tell: once it is done, nothing references it, and
-# systemd unloads it.
+# succeed as the unit counts success, and write a new tsc.prom (--output
+# renames a new file over it: another inode).  Its properties cannot
+# tell: once it is done, nothing references it, and systemd unloads it.
 run_unit() {
 	local before after
-	before=$(stat -c %y "$shared/textfile/tsc.prom" 2>/dev/null)
+	before=$(stat -c '%i %y' "$shared/textfile/tsc.prom" 2>/dev/null)
 	ctl start "$unit" ||
 		die "systemctl start $unit failed: $(ctl status --no-pager "$unit")"
-	after=$(stat -c %y "$shared/textfile/tsc.prom" 2>/dev/null)
+	after=$(stat -c '%i %y' "$shared/textfile/tsc.prom" 2>/dev/null)
 	[[ -n $after && $after != "$before" ]] ||
 		die "$unit did not write $textfile/tsc.prom (its condition not met?)"
 	echo "guest: systemd ran $unit, which wrote $textfile/tsc.prom"
@@ -149,6 +185,10 @@ report() {
 		die "systemctl start $json_unit failed: $(ctl status --no-pager "$json_unit")"
 	mv "$shared/textfile/tsc.json" "$shared/state-$1.json" ||
 		die "$json_unit wrote no tsc.json in state $1"
+	# Root's, outside the sandbox: what the unit may not see.
+	in_systemd /usr/bin/tsc-report --json > "$shared/state-$1.root.json"
+	[[ $? -le 1 ]] || die "tsc-report --json as root failed in state $1"
+	cat "$paranoid" > "$shared/state-$1.paranoid" || die "no $paranoid"
 	echo "$2" > "$shared/state-$1"
 	echo "guest: state $1: $2"
 	touch "$shared/ready-$1"
@@ -164,6 +204,7 @@ insmod "$ko" || die "insmod $ko failed"
 install_packages
 make_json_unit
 start_systemd
+check_unit
 check_timer
 other=$(tr ' ' '\n' < "$cs/available_clocksource" | grep -v -x -e tsc -e '' | head -n 1)
 [[ -n $other ]] || die "no clocksource but tsc: $(cat "$cs/available_clocksource")"
@@ -173,7 +214,10 @@ report 1 "clocksource tsc"
 clocksource "$other"
 report 2 "clocksource $other"
 clocksource tsc
-report 3 "clocksource tsc again"
+was=$(cat "$paranoid")
+echo 2 > "$paranoid" || die "cannot set $paranoid to 2"
+report 3 "clocksource tsc again, perf_event_paranoid 2"
+echo "$was" > "$paranoid" || die "cannot set $paranoid back to $was"
 rmmod tsc_freq_khz || die "rmmod tsc_freq_khz failed"
 report 4 "clocksource tsc, the module unloaded"
 echo "guest: done"

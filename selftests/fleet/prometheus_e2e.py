@@ -4,15 +4,18 @@
 
 A TCG guest (guest.sh) loads the module, and there systemd starts the
 packaged unit, which writes tsc.prom into a directory shared with this
-host; here
-Debian's node_exporter serves that directory with its textfile collector,
-and Debian's Prometheus scrapes it every second and evaluates the packaged
-alert rules, both on loopback ports only.  For each of the guest's states
-(clocksource tsc, switched away, back on tsc, the module unloaded) this
-checks, through Prometheus's query API:
+host; here Debian's node_exporter serves that directory with its textfile
+collector, and Debian's Prometheus scrapes it every second and evaluates
+the packaged alert rules, both on loopback ports only.  For each of the guest's states
+(clocksource tsc, switched away, back on tsc with perf_event_paranoid 2,
+the module unloaded) this checks:
+  - the unit's sandbox hides no source of the frequency that root's
+    tsc-report sees, but perf where perf_event_paranoid is 3 (Debian's);
+and through Prometheus's query API:
   - Prometheus holds exactly the samples of the unit's tsc.prom;
-  - every tsc_* series has the value tsc-report --json gave beside the unit
-    (what either run measured anew: within both runs' bounds);
+  - every tsc_* series has the value tsc-report --json gave beside the unit,
+    in its sandbox (what either run measured anew: within both runs'
+    bounds);
   - exactly the alerts the state calls for are pending (a rule with a
     "for") or firing, and those of the state before that no longer hold
     are gone;
@@ -184,6 +187,21 @@ def expected_series(j):
     if o["source"] != "userspace":
         e["tsc_trustworthy"] = {frozenset(): (int(j["verdict"]["trustworthy"]), 0, 0)}
     return e
+
+
+def hidden(state, unit, root, paranoid):
+    """The unit's sandbox hides no source of the frequency from its report
+    but perf, and that only where Debian's perf_event_paranoid (3 and up)
+    refuses it to all but CAP_SYS_ADMIN, which the unit does not get."""
+    sources = lambda j: {s["source"] for s in j["frequency_sources"]["sources"]}
+    ours, roots = sources(unit), sources(root)
+    allowed = {"perf"} if paranoid >= 3 else set()
+    ok(ours <= roots and roots - ours <= allowed,
+       f"state {state}: the unit's sandbox hides no source of the frequency"
+       f"{' but perf' if allowed else ''} (perf_event_paranoid {paranoid})",
+       f"the unit's {sorted(ours)}, root's {sorted(roots)}")
+    diag(f"state {state}: sources, the unit's {sorted(ours)}, root's {sorted(roots)}, "
+         f"perf_event_paranoid {paranoid}")
 
 
 def compare_series(prom, j):
@@ -397,7 +415,7 @@ def main():
     os.makedirs(f"{shared}/textfile")
     os.makedirs(db)
 
-    print("TAP version 13\n1..16", flush=True)
+    print("TAP version 13\n1..20", flush=True)
     for pkg in ("tsc-tools", "libtsc1"):
         deb = [f for f in os.listdir(a.debs) if f.startswith(pkg + "_") and f.endswith(".deb")]
         if len(deb) != 1:
@@ -449,6 +467,8 @@ scrape_configs:
             wait_for(f"state {state} from the guest", lambda: os.path.exists(f"{shared}/ready-{state}"),
                      600 if state == 1 else 120, guest)
             j = json.load(open(f"{shared}/state-{state}.json"))
+            hidden(state, j, json.load(open(f"{shared}/state-{state}.root.json")),
+                   int(open(f"{shared}/state-{state}.paranoid").read()))
             mtime = os.stat(f"{shared}/textfile/tsc.prom").st_mtime
             what = open(f"{shared}/state-{state}").read().strip()
             diag(f"state {state}: {what}, its report {time.monotonic() - t:.1f} s after the last state; "
