@@ -28,7 +28,8 @@ style: linux-source
 		-f $(STYLE_KERNEL_C)
 	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
 		--ignore PREFER_KERNEL_TYPES -f common/*.[ch]
-	shellcheck -x scripts/*.sh scripts/*/*.sh module/compat/probe.sh selftests/fleet/*.sh
+	shellcheck -x -P SCRIPTDIR scripts/*.sh scripts/*/*.sh module/compat/probe.sh \
+		selftests/*.sh selftests/fleet/*.sh userspace/tests/*.sh
 
 # W=1 and sparse (C=2) for every kernel, each in its own copy of the tree
 # so that builds for different kernels never share objects, a kernel of a

@@ -28,6 +28,7 @@
 # arguments), for checking this script where the module cannot be loaded.
 
 set -u
+# shellcheck source=unload.sh
 . "$(dirname "$0")/unload.sh"
 
 readonly KSFT_PASS=0 KSFT_FAIL=1 KSFT_SKIP=4

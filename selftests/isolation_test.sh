@@ -20,7 +20,9 @@
 # Usage: isolation_test.sh MODULE.ko   (root, module unloaded)
 
 here=$(dirname "$0")
+# shellcheck source=ktap.sh
 . "$here/ktap.sh"
+# shellcheck source=unload.sh
 . "$here/unload.sh"
 ko=${1:?usage: isolation_test.sh MODULE.ko}
 cpu=/sys/devices/system/cpu
@@ -33,9 +35,10 @@ tr=/sys/kernel/tracing
 mountpoint -q $tr || mount -t tracefs nodev $tr ||
 	ktap_skip_all "no tracefs"
 
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
-	echo 0 > $tr/events/enable
-	echo > $tr/trace
+	echo 0 > "$tr/events/enable"
+	echo > "$tr/trace"
 	[ -d /sys/module/tsc_freq_khz ] && tscfk_unload
 }
 trap cleanup EXIT
@@ -79,6 +82,7 @@ ktap_check "the reference is cpu0" test "$(cat $cpu/tsc/reference_cpu)" = 0
 said=$(dmesg | sed -n "/$mark/,\$p" | grep -c 'not measuring isolated CPUs 1 ')
 ktap_check "the kernel log says so once" test "$said" = 1
 seen=$(ours_on_cpu1)
+# shellcheck disable=SC2001 # every line, not the string
 [ -z "$seen" ] || sed 's/^/# /' <<< "$seen"
 ktap_check "nothing of the module ran or was woken on cpu1" test -z "$seen"
 tscfk_unload

@@ -9,7 +9,9 @@
 # Usage: kernel_file_test.sh MODULE.ko FAKE.ko   (root, module unloaded)
 
 here=$(dirname "$0")
+# shellcheck source=ktap.sh
 . "$here/ktap.sh"
+# shellcheck source=unload.sh
 . "$here/unload.sh"
 ko=${1:?usage: kernel_file_test.sh MODULE.ko FAKE.ko}
 fake=${2:?usage: kernel_file_test.sh MODULE.ko FAKE.ko}

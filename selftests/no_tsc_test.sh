@@ -8,6 +8,7 @@
 # Usage: no_tsc_test.sh MODULE.ko   (root)
 
 here=$(dirname "$0")
+# shellcheck source=ktap.sh
 . "$here/ktap.sh"
 ko=${1:?usage: no_tsc_test.sh MODULE.ko}
 

@@ -58,6 +58,7 @@
 #   kernel's checkers make loading a module itself take seconds).
 
 here=$(dirname "$0")
+# shellcheck source=ktap.sh
 . "$here/ktap.sh"
 ko=${1:?usage: rt_spinner_test.sh MODULE.ko SPINNER}
 spinner=${2:?usage: rt_spinner_test.sh MODULE.ko SPINNER}
@@ -106,13 +107,14 @@ stop_spinner() {
 	wait "$spid" 2> /dev/null
 	spid=''
 }
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
 	stop_spinner
 	[ -n "$canary" ] && wait "$canary" 2> /dev/null
 	[ -s "$tmp/fair" ] && while read -r f runtime; do echo "$runtime" > "$f"; done < "$tmp/fair"
 	echo "$rt_runtime" > /proc/sys/kernel/sched_rt_runtime_us
-	echo 1 > $cpu/cpu1/online 2> /dev/null
-	[ -e $cpu/cpu2/online ] && echo 1 > $cpu/cpu2/online 2> /dev/null
+	echo 1 > "$cpu/cpu1/online" 2> /dev/null
+	[ -e "$cpu/cpu2/online" ] && echo 1 > "$cpu/cpu2/online" 2> /dev/null
 	for _ in $(seq 50); do
 		[ -d /sys/module/tsc_freq_khz ] || break
 		rmmod tsc_freq_khz 2> /dev/null || sleep 0.1
@@ -409,6 +411,7 @@ wait3_ms=6000
 part3_skip=$no_cpu2
 [ -z "$part3_skip" ] && [ $((2 * margin_ms + 1000)) -ge $wait3_ms ] &&
 	part3_skip="the margin, $margin_ms ms, twice, is not well below timeout_ms=$wait3_ms: no wait could be told from none"
+# shellcheck disable=SC2317 # run by its part's steps, by name
 kill_writer() { kill -TERM "$wpid"; wait "$wpid" 2> /dev/null; }
 part3() {
 	insmod "$ko" timeout_ms=$wait3_ms $params
@@ -440,6 +443,7 @@ part4_skip=$part3_skip
 	part4_skip="needs a fourth CPU, cpu3, to run its steps on: the reference's side keeps cpu0 busy during a stalled turn"
 [ -z "$part4_skip" ] && [ ! -w /proc/sys/kernel/sched_schedstats ] &&
 	part4_skip="no /proc/sys/kernel/sched_schedstats (CONFIG_SCHEDSTATS) to flip a static key with"
+# shellcheck disable=SC2317 # run by its part's steps, by name
 flip_schedstats() { echo $((1 - schedstats)) > /proc/sys/kernel/sched_schedstats; }
 part4() {
 	schedstats=$(cat /proc/sys/kernel/sched_schedstats)

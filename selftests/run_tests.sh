@@ -17,6 +17,7 @@
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=unload.sh
 . "$here/unload.sh"
 ko=${1:?usage: run_tests.sh MODULE.ko [BINDIR]}
 bin=${2:-$here/../build/selftests}
@@ -141,11 +142,12 @@ for t in "${tests[@]}"; do
 		echo scan > $kmemleak
 		leaks=$(cat $kmemleak)
 		echo "# selftests: tsc_freq_khz: $t"
+		# shellcheck disable=SC2001 # every line, not the string
 		sed 's/^/# /' <<< "$leaks"
 		result "$([ -z "$leaks" ] && echo 0 || echo 1)" "$t" ;;
 	kernel_file_test)
 		if [ -z "${TSCFK_FAKE_KO:-}" ]; then
-			result 4 $t "TSCFK_FAKE_KO not set"
+			result 4 "$t" "TSCFK_FAKE_KO not set"
 		else
 			run $t "$here/$t.sh" "$ko" "$TSCFK_FAKE_KO"
 		fi ;;
@@ -160,12 +162,13 @@ for t in "${tests[@]}"; do
 		grep 'tsc_freq_khz:' <<< "$log" | sort | uniq -c | sort -rn | head -5 | sed 's/^/# /'
 		if [ -z "$log" ]; then
 			echo "# the start marker is gone from the kernel log"
-			result 1 $t
+			result 1 "$t"
 		elif [ -n "$bad" ]; then
+			# shellcheck disable=SC2001 # every line, not the string
 			sed 's/^/# /' <<< "$bad"
-			result 1 $t
+			result 1 "$t"
 		else
-			result 0 $t
+			result 0 "$t"
 		fi ;;
 	*_test)
 		run $t "$bin/$t" ;;

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash
 #
 # Sourced by the shell tests.  tscfk_unload [COMMAND]: unload tsc_freq_khz
 # with COMMAND (default rmmod).  The module is in use (EAGAIN) while any of
@@ -6,6 +7,7 @@
 # measurement that has just returned: retry for about a second, quietly
 # but for the last try.
 
+# shellcheck disable=SC2120 # COMMAND is optional
 tscfk_unload() {
 	local cmd=${1:-rmmod} _
 	for _ in $(seq 20); do

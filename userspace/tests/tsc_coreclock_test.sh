@@ -11,6 +11,7 @@
 #
 # Usage: tsc_coreclock_test.sh TOOL SCHEMA
 
+# shellcheck source=tools_lib.sh
 . "$(dirname "$0")/tools_lib.sh"
 tool=${1:?usage: tsc_coreclock_test.sh TOOL SCHEMA}
 schema=${2:?usage}

@@ -9,6 +9,7 @@
 #
 # Usage: tsc_interference_test.sh TOOL SCHEMA
 
+# shellcheck source=tools_lib.sh
 . "$(dirname "$0")/tools_lib.sh"
 tool=${1:?usage: tsc_interference_test.sh TOOL SCHEMA}
 schema=${2:?usage}
@@ -95,6 +96,7 @@ ktap_check "the JSON validates against the schema" valid_json "$tmp/try.json" "$
 # scheduler's fair share: one takes half, two take two thirds.
 check='35 <= j["rows"][0]["lost_percent"] <= 65 and 50 <= j["rows"][1]["lost_percent"] <= 80 and j["rows"][1]["lost_percent"] > j["rows"][0]["lost_percent"]'
 out=$tmp/sweep.json
+# shellcheck disable=SC2016 # expanded by that shell
 best_of_three "$out" --sweep 1,2 -- taskset -c "$cpu" sh -c \
 	'trap "kill 0" INT TERM; for i in $(seq {}); do sh -c "while :; do :; done" & done; wait'
 expect "one competing spinner takes 35-65%" '35 <= j["rows"][0]["lost_percent"] <= 65'

@@ -10,6 +10,7 @@
 #
 # Usage: tsc_jitter_test.sh TOOL INJECTOR SCHEMA
 
+# shellcheck source=tools_lib.sh
 . "$(dirname "$0")/tools_lib.sh"
 tool=${1:?usage: tsc_jitter_test.sh TOOL INJECTOR SCHEMA}
 inject=${2:?usage}
@@ -86,12 +87,12 @@ PY
 	ktap_check "the JSON validates against the schema" valid_json "$tmp/out.json" "$schema"
 	c='j["cpus"][0]'
 	ktap_check "the JSON agrees: max >= 2 ms, stolen >= 20 ms, events = dump lines" test \
-		"$(json "$tmp/out.json" "int($c['max_ns'] >= 2000000 and $c['stolen_ns'] >= 20000000)")" = 1 \
-		-a "$(json "$tmp/out.json" "$c['events']")" = "$(wc -l < "$tmp/dump")"
+		"$(json "$tmp/out.json" "int(${c}['max_ns'] >= 2000000 and ${c}['stolen_ns'] >= 20000000)")" = 1 \
+		-a "$(json "$tmp/out.json" "${c}['events']")" = "$(wc -l < "$tmp/dump")"
 	# stalls_put_down_to CAUSE COUNT NAME: at least 9 of the 10 stalls
 	# were, where the run counts CAUSE.
 	stalls_put_down_to() {
-		if [ "$(json "$tmp/out.json" "int('$1' in $c['causes'])")" = 1 ]; then
+		if [ "$(json "$tmp/out.json" "int('$1' in ${c}['causes'])")" = 1 ]; then
 			ktap_check "$3 ($2)" test "$2" -ge 9
 		else
 			ktap_skip "$3" "no $1 counter: $(json "$tmp/out.json" 'j["causes_not_counted"]')"
@@ -110,7 +111,7 @@ PY
 		"at least 9 of them are put down to the timer that woke the injector"
 	# Every gap is attributed in the dump or counted as not attributed.
 	ktap_check "dump lines not attributed (-) = not_attributed in the JSON" test \
-		"$(awk '$4 == "-"' "$tmp/dump" | wc -l)" = "$(json "$tmp/out.json" "$c['not_attributed']")"
+		"$(awk '$4 == "-"' "$tmp/dump" | wc -l)" = "$(json "$tmp/out.json" "${c}['not_attributed']")"
 fi
 ktap_check "statistics are ordered: min <= p50 <= p90 <= p99 <= p99.9 <= p99.99 <= max" test \
 	"$(json "$tmp/out.json" 'int(all(c["min_ns"] <= c["p50_ns"] <= c["p90_ns"] <= c["p99_ns"] <= c["p999_ns"] <= c["p9999_ns"] <= c["max_ns"] and c["dropped"] == 0 for c in j["cpus"]))')" = 1
@@ -123,14 +124,14 @@ ktap_check "statistics are ordered: min <= p50 <= p90 <= p99 <= p99.9 <= p99.99 
 # reads are is a gap of its own: under TCG, often).
 "$tool" --cores "$cpu" --runtime 0.05 --threshold 1 --json > "$tmp/flood.json"
 c='j["cpus"][0]'
-echo "# flood: $(json "$tmp/flood.json" "($c['events'], $c['dropped'], $c['gaps'], $c['loops'])") (events, dropped, gaps, loops)"
+echo "# flood: $(json "$tmp/flood.json" "(${c}['events'], ${c}['dropped'], ${c}['gaps'], ${c}['loops'])") (events, dropped, gaps, loops)"
 ktap_check "every gap is kept or counted as dropped" test "$(json "$tmp/flood.json" \
-	"int($c['events'] + $c['dropped'] == $c['gaps'] and 1000 < $c['gaps'] <= $c['loops'] + $c['counter_reads'])")" = 1
+	"int(${c}['events'] + ${c}['dropped'] == ${c}['gaps'] and 1000 < ${c}['gaps'] <= ${c}['loops'] + ${c}['counter_reads'])")" = 1
 # The flood is the storm the rate limit is for: reads at most one per
 # read_interval_ns and a burst (50 ms: 500 and 64), the rest not attributed.
-echo "# flood: $(json "$tmp/flood.json" "($c['counter_reads'], $c['not_attributed'])") (counter reads, not attributed)"
+echo "# flood: $(json "$tmp/flood.json" "(${c}['counter_reads'], ${c}['not_attributed'])") (counter reads, not attributed)"
 ktap_check "counter reads keep to one per read_interval_ns and a burst in a storm of gaps" test \
-	"$(json "$tmp/flood.json" "int($c['counter_reads'] <= j['runtime_s'] * 1e9 / j['read_interval_ns'] + j['read_burst'] + 1)")" = 1
+	"$(json "$tmp/flood.json" "int(${c}['counter_reads'] <= j['runtime_s'] * 1e9 / j['read_interval_ns'] + j['read_burst'] + 1)")" = 1
 "$tool" --cores "$cpu" --runtime 0.2 --prometheus > "$tmp/out.prom" 2> "$tmp/err"
 echo "# --prometheus: $(grep -c '^tsc_jitter' "$tmp/out.prom") samples; $(head -n 1 "$tmp/err")"
 ktap_check "promtool accepts the Prometheus text" promtool check metrics < "$tmp/out.prom"

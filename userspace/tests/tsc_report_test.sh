@@ -9,6 +9,7 @@
 #
 # Usage: tsc_report_test.sh TOOL SCHEMA   (needs python3-jsonschema, promtool)
 
+# shellcheck source=tools_lib.sh
 . "$(dirname "$0")/tools_lib.sh"
 tool=${1:?usage: tsc_report_test.sh TOOL SCHEMA}
 schema=${2:?usage: tsc_report_test.sh TOOL SCHEMA}
