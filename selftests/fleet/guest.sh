@@ -43,6 +43,11 @@ ctl() { in_systemd systemctl "$@"; }
 # Microseconds since the epoch.
 now_us() { echo $((${EPOCHREALTIME/./})); }
 
+# systemd starts unit $1 and waits for it (a oneshot: until it is done).
+start_unit() {
+	ctl start "$1" || die "systemctl start $1 failed: $(ctl status --no-pager "$1")"
+}
+
 # This root, read-only over 9p, under a writable layer in memory, with the
 # packages' files at their paths and the loader's cache rebuilt: what
 # installing them leaves.  deb-check installs them with dpkg itself; here,
@@ -143,7 +148,7 @@ check_unit() {
 # is two minutes after boot: a state's run is started by hand).
 check_timer() {
 	local sub triggers
-	ctl start "$timer" || die "systemctl start $timer failed"
+	start_unit "$timer"
 	sub=$(ctl show --property=SubState --value "$timer")
 	triggers=$(ctl show --property=Triggers --value "$timer")
 	ctl stop "$timer" || die "systemctl stop $timer failed"
@@ -159,8 +164,7 @@ check_timer() {
 run_unit() {
 	local before after
 	before=$(stat -c '%i %y' "$shared/textfile/tsc.prom" 2>/dev/null)
-	ctl start "$unit" ||
-		die "systemctl start $unit failed: $(ctl status --no-pager "$unit")"
+	start_unit "$unit"
 	after=$(stat -c '%i %y' "$shared/textfile/tsc.prom" 2>/dev/null)
 	[[ -n $after && $after != "$before" ]] ||
 		die "$unit did not write $textfile/tsc.prom (its condition not met?)"
@@ -169,8 +173,8 @@ run_unit() {
 
 # The host acknowledges state $1 once Prometheus showed it; 300 s at most.
 wait_ack() {
-	local i
-	for ((i = 0; i < 3000; i++)); do
+	local end=$((SECONDS + 300))
+	while ((SECONDS < end)); do
 		[[ -e $shared/ack-$1 ]] && return 0
 		[[ -e $shared/abort ]] && die "the host gave up in state $1"
 		sleep 0.1
@@ -181,8 +185,7 @@ wait_ack() {
 # State $1, described as $2: the unit's report, and the tool's JSON beside it.
 report() {
 	run_unit
-	ctl start "$json_unit" ||
-		die "systemctl start $json_unit failed: $(ctl status --no-pager "$json_unit")"
+	start_unit "$json_unit"
 	mv "$shared/textfile/tsc.json" "$shared/state-$1.json" ||
 		die "$json_unit wrote no tsc.json in state $1"
 	# Root's, outside the sandbox: what the unit may not see.

@@ -131,13 +131,14 @@ def eventually(fn, seconds, guest):
         time.sleep(0.2)
 
 
+def own_labels(metric):
+    """A series' labels but __name__ and those the scrape adds (instance, job)."""
+    return frozenset((k, v) for k, v in metric.items() if k not in ("__name__", "instance", "job"))
+
+
 def series(prom, name):
-    """{frozenset(labels without __name__, instance, job): value} of name."""
-    out = {}
-    for s in prom.query(name):
-        labels = {k: v for k, v in s["metric"].items() if k not in ("__name__", "instance", "job")}
-        out[frozenset(labels.items())] = float(s["value"][1])
-    return out
+    """{own_labels: value} of name."""
+    return {own_labels(s["metric"]): float(s["value"][1]) for s in prom.query(name)}
 
 
 def close(a, b, rel=1e-9, abs_=0.0):
@@ -252,8 +253,7 @@ def compare_textfile(prom, samples):
     """[] if Prometheus holds exactly the file's tsc_* samples, else what differs."""
     got = {}
     for s in prom.query('{__name__=~"tsc_.+"}'):
-        labels = frozenset((k, v) for k, v in s["metric"].items() if k not in ("__name__", "instance", "job"))
-        got[(s["metric"]["__name__"], labels)] = float(s["value"][1])
+        got[(s["metric"]["__name__"], own_labels(s["metric"]))] = float(s["value"][1])
     bad = [f"{n}{dict(lab)}: {got.get((n, lab))!r} in Prometheus, {v!r} in tsc.prom"
            for (n, lab), v in samples.items() if got.get((n, lab)) != v]
     bad += [f"{n}{dict(lab)}: in Prometheus, not in tsc.prom" for (n, lab) in set(got) - set(samples)]
@@ -335,30 +335,32 @@ def alerts_as_expected(prom, want, waits):
     return True, states
 
 
-def dashboard_check(prom, queries, found):
-    """Run every query and each series it selects; found[(title, expr)]
-    collects the checks that returned series, errors those that failed."""
-    errors = []
+def dashboard_checks(queries):
+    """(title, what) for every query, $instance matching any host, and for
+    each series it selects."""
     for title, expr in queries:
         q = expr.replace("$instance", ".+")
         for what in [q] + [m.group(0) for m in SELECTOR.finditer(q)]:
-            try:
-                if prom.query(what):
-                    found.setdefault((title, expr), set()).add(what)
-            except (OSError, RuntimeError) as e:
-                errors.append(f"{title}: {what}: {e}")
+            yield title, what
+
+
+def dashboard_check(prom, queries, found):
+    """Run every check of dashboard_checks(); found collects those that
+    returned series, errors those that failed."""
+    errors = []
+    for title, what in dashboard_checks(queries):
+        try:
+            if prom.query(what):
+                found.add((title, what))
+        except (OSError, RuntimeError) as e:
+            errors.append(f"{title}: {what}: {e}")
     return errors
 
 
 def dashboard_missing(queries, found):
     """What never returned series in any state checked."""
-    missing = []
-    for title, expr in queries:
-        q = expr.replace("$instance", ".+")
-        for what in [q] + [m.group(0) for m in SELECTOR.finditer(q)]:
-            if what not in found.get((title, expr), set()):
-                missing.append(f"{title}: {what}: no series")
-    return missing
+    return [f"{title}: {what}: no series" for title, what in dashboard_checks(queries)
+            if (title, what) not in found]
 
 
 def dashboard_queries(path):
@@ -461,7 +463,7 @@ scrape_configs:
             stdout=open(f"{out}/guest.out", "w"), stderr=subprocess.STDOUT, cwd=repo,
             start_new_session=True)
         procs.append(guest)
-        before, found, dash_errors = set(), {}, []
+        before, found, dash_errors = set(), set(), []
         for state in STATES:
             t = time.monotonic()
             wait_for(f"state {state} from the guest", lambda: os.path.exists(f"{shared}/ready-{state}"),
