@@ -16,7 +16,8 @@
 enum cc_kind {
 	CC_CHAIN,	/* one chain of dependent adds: one add per core cycle */
 	CC_HALF,	/* the same chain at half the length per iteration */
-	CC_CHAINS,	/* independent chains: adds per cycle up to the ALU count */
+	CC_CHAINS,	/* independent chains of dependent adds: adds per cycle */
+	CC_COMPARES,	/* compares that write no register: no op waits for another */
 	CC_IMUL,	/* a chain of imul: three cycles each */
 	CC_NOPS,	/* nops: no ALU, only the front end's allocation width */
 	CC_COLD,	/* independent chains in a body larger than the L1i */
@@ -34,6 +35,7 @@ struct cc_result {
 	double core_hz;		/* 1 / (the chain's median ns per add) */
 	double imul_hz;		/* the imul chain's clock at 3 cycles per imul */
 	double overhead;	/* change of the chain's time per add at half length */
+	double alu_width;	/* the CC_COMPARES variant's ops per cycle, or 0 */
 	double width;		/* most adds per cycle of any CC_CHAINS variant */
 	unsigned int width_chains; /* the fewest chains that gave it */
 	bool plateau;		/* the last two CC_CHAINS (most chains) within 5% */
@@ -107,6 +109,9 @@ static inline void cc_conclude(const struct cc_variant *vars, size_t nv,
 			break;
 		case CC_COLD:
 			r->cold_width = ipc[v];
+			break;
+		case CC_COMPARES:
+			r->alu_width = ipc[v];
 			break;
 		case CC_CHAINS:
 			if (ipc[v] > r->width) {

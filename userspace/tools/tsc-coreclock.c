@@ -7,8 +7,15 @@
  * whatever the core can do in parallel: timed with the TSC, its length
  * gives the core clock, to be compared with the TSC's (turbo, power
  * limits, a hypervisor taking time).  Then 2, 4, 8, 10 and 12 independent
- * chains of the same total length: adds per core cycle, whose plateau (10
- * and 12 chains within 5%) is the number of integer ALUs.
+ * chains of the same total length: adds per core cycle, whose plateau is
+ * reached at 10 and 12 chains (within 5%).  The integer ALU count itself
+ * comes from compares, which write only the flags, so that no op waits
+ * for another: on an AMD EPYC (Zen 5, six ALUs) 12 chains of adds gave
+ * 5.3-5.4 adds per cycle in bodies of 24 to 1020 adds, while 12 registers
+ * compared (3 bytes each, as the adds), or an andn writing a register
+ * that nothing in the loop reads, gave 6.0.  So the front end
+ * was not the limit there: the scheduler does not issue a dependent add
+ * on every ALU every cycle, and the chains' plateau is a figure of its own.
  *
  * Twelve chains, not eight: with as many chains as ALUs or a few more,
  * the ports' schedulers leave some idle.  On an Intel Xeon with five ALUs
@@ -53,7 +60,8 @@
 static const char usage[] =
 "Usage: tsc-coreclock [--cpu N] [--ms MS] [--reps N] [--json]\n"
 "Measure the effective core clock against the TSC with a chain of dependent\n"
-"adds, the integer ALUs with independent ones, and the front end's width.\n"
+"adds, the integer ALUs with independent compares, independent chains of adds,\n"
+"and the front end's width.\n"
 "\n"
 "  --cpu N      the CPU to measure (default: the first this process may use)\n"
 "  --ms MS      length of one timing, 1 to 10000 ms (default 20)\n"
@@ -88,6 +96,9 @@ static void name(uint64_t iters)					\
 #define ADD4	ADD(rax) ADD(rbx) ADD(rcx) ADD(rdx)
 #define ADD8	ADD4 ADD(rdi) ADD(r8) ADD(r9) ADD(r10)
 #define ADD12	ADD8 ADD(r11) ADD(r12) ADD(r13) ADD(r14)
+#define CMP(r)	"cmp %%rsi, %%" #r "\n"
+#define CMP12	CMP(rax) CMP(rbx) CMP(rcx) CMP(rdx) CMP(rdi) CMP(r8) CMP(r9) \
+		CMP(r10) CMP(r11) CMP(r12) CMP(r13) CMP(r14)
 
 LOOP(chain1, 1024, ADD(rax))
 LOOP(chain1_half, 512, ADD(rax))
@@ -96,6 +107,7 @@ LOOP(chain4, 256, ADD4)
 LOOP(chain8, 128, ADD8)
 LOOP(chain10, 102, ADD8 ADD(r11) ADD(r12))
 LOOP(chain12, 85, ADD12)
+LOOP(compares, 85, CMP12)
 LOOP(imul1, 1024, "imul %%rsi, %%rax\n")
 LOOP(nops, 1024, "nop\n")
 /* 16380 adds of 3 bytes: 48 KB, past the 32 KB L1i of both vendors' cores. */
@@ -112,6 +124,7 @@ static const struct variant {
 	{ { "8 chains", CC_CHAINS, 8, 1024 }, chain8 },
 	{ { "10 chains", CC_CHAINS, 10, 1020 }, chain10 },
 	{ { "12 chains", CC_CHAINS, 12, 1020 }, chain12 },
+	{ { "compares, no chain", CC_COMPARES, 12, 1020 }, compares },
 	{ { "imul chain (3 cycles)", CC_IMUL, 1, 1024 }, imul1 },
 	{ { "nops", CC_NOPS, 1, 1024 }, nops },
 	{ { "12 chains, 48 KB body", CC_COLD, 12, 16380 }, chain12_cold },
@@ -248,11 +261,12 @@ int main(int argc, char **argv)
 		printf("{\n  \"schema_version\": 1,\n  \"cpu\": %d,\n  \"tsc_hz\": %.3f, \"tsc_source\": \"%s\",\n"
 		       "  \"core_hz\": %.0f, \"core_to_tsc\": %.6f,\n  \"timing_ms\": %llu, \"reps\": %llu,\n"
 		       "  \"loop_overhead\": %.6f, \"core_hz_by_imul\": %.0f,\n"
+		       "  \"alu_width\": %.4f,\n"
 		       "  \"width\": %.4f, \"width_chains\": %u, \"width_plateau\": %s,\n"
 		       "  \"nops_per_cycle\": %.4f, \"cold_width\": %.4f,\n  \"variants\": [",
 		       cpu, clk.freq.hz, tsc_source_name(clk.freq.source),
 		       res.core_hz, res.core_hz / clk.freq.hz, (unsigned long long)ms,
-		       (unsigned long long)reps, res.overhead, res.imul_hz,
+		       (unsigned long long)reps, res.overhead, res.imul_hz, res.alu_width,
 		       res.width, res.width_chains, res.plateau ? "true" : "false",
 		       res.nops_per_cycle, res.cold_width);
 		for (size_t v = 0; v < NV; v++)
@@ -275,8 +289,10 @@ int main(int argc, char **argv)
 	for (size_t v = 0; v < NV; v++)
 		printf("  %-22s %10.4f %10.4f %10.4f %8.2f\n", variants[v].v.name, med[v], lo[v],
 		       hi[v], ipc[v]);
-	printf("  integer ALUs   %.2f adds per cycle, from %u chains%s\n", res.width,
-	       res.width_chains, res.plateau ? "" :
+	printf("  integer ALUs   %.2f compares per cycle (none waits for another)\n",
+	       res.alu_width);
+	printf("  chains         %.2f adds per cycle, from %u chains%s\n", res.width,
+	       res.width_chains, res.plateau ? " (dependent adds: the scheduler's pace)" :
 	       " (still rising with the most chains: there may be more)");
 	printf("  front end      %.2f nops per cycle (rename and allocation, no ALU needed)\n",
 	       res.nops_per_cycle);
