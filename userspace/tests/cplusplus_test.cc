@@ -66,7 +66,7 @@ int main()
 		struct tsc_conv c = global_clock.conv;
 		/*
 		 * Both conversions round down, so the round trip may lose
-		 * up to one ns worth of ticks (2 at 2.6 GHz), never gain.
+		 * up to one ns worth of ticks, rounded up, never gain.
 		 */
 		uint64_t t = tsc_ns_to_ticks(&c, tsc_ticks_to_ns(&c, 1000000));
 

@@ -17,7 +17,7 @@
 tool=${1:?usage: tsc_coreclock_test.sh TOOL SCHEMA}
 schema=${2:?usage}
 
-ktap_plan 14
+ktap_plan 16
 "$tool" --help | grep -q '^Usage: tsc-coreclock'
 ktap_check "--help prints the usage" test "${PIPESTATUS[0]}" = 0
 usage_errors "$tool" "--cpu 4095" "--cpu x" "--ms 0" "--reps 2" "--bogus"
@@ -27,6 +27,8 @@ usage_errors "$tool" "--cpu 4095" "--cpu x" "--ms 0" "--reps 2" "--bogus"
 "$tool" --reps 9 --ms 10 --json > "$tmp/out.json"; st=$?
 ktap_check "a run succeeds" test $st = 0
 ktap_check "the JSON validates against the schema" valid_json "$tmp/out.json" "$schema"
+# alu_width came within schema_version 1, so the schema cannot require it.
+ktap_check "the JSON has the compares' width" test "$(json "$tmp/out.json" 'int("alu_width" in j)')" = 1
 echo "# $(json "$tmp/out.json" '"core %.0f MHz (%.3f x TSC), imul %.0f MHz, overhead %+.2f%%, IPC %s" % (j["core_hz"] / 1e6, j["core_to_tsc"], j["core_hz_by_imul"] / 1e6, j["loop_overhead"] * 100, [round(v["ipc"], 2) for v in j["variants"]])')"
 
 # Integer ALUs (ports that run a register add), from the vendors'
@@ -48,7 +50,7 @@ alus=$(alus_of "$cpu_id")
 
 if emulated; then
 	for n in "imul cross-check" "no loop overhead" "two chains, two adds per cycle" "more chains, never fewer" \
-		"the width is the ALU count" "past the L1i, no faster"; do
+		"the compares run on the ALUs" "chains no faster than compares" "past the L1i, no faster"; do
 		ktap_skip "$n" "emulated CPU (QEMU TCG): timings are the emulator's"
 	done
 else
@@ -74,7 +76,9 @@ else
 	# over 5% above the fastest timing), and the check is skipped with
 	# the figures; steady widths that agree, off the count, fail.
 	if [ -z "$alus" ]; then
-		ktap_skip "the width is the ALU count" "the ALU count of $cpu_id is not in this test's table"
+		for n in "the compares run on the ALUs" "chains no faster than compares"; do
+			ktap_skip "$n" "the ALU count of $cpu_id is not in this test's table"
+		done
 	else
 		: > "$tmp/runs"
 		for run in 1 2 3 4 5; do
@@ -93,13 +97,18 @@ else
 			      else if (u) print u " of " NR " runs unsteady (a median over 5% above the fastest timing)"
 			      else if (hi > 1.05 * lo) print "widths " lo " to " hi " from run to run" }' "$tmp/runs")
 		if [ "$ok" != 1 ] && [ -n "$shared" ]; then
-			ktap_skip "the width is the ALU count" "the host's core was shared: $shared"
+			for n in "the compares run on the ALUs" "chains no faster than compares"; do
+				ktap_skip "$n" "the host's core was shared: $shared"
+			done
 		else
 			ktap_check "independent compares run on the $alus integer ALUs of $cpu_id, within 5%" test "$ok" = 1
+			# In the run that passed (or the last): a quiet core.
+			ktap_check "chains of adds run no faster than compares (5%): $chained and $width per cycle" \
+				test "$(awk -v c="$chained" -v w="$width" 'BEGIN { print (c <= 1.05 * w) }')" = 1
 		fi
 	fi
 	echo "# front end: $(json "$tmp/out.json" '"%.2f nops per cycle, %.2f adds per cycle past the L1i" % (j["nops_per_cycle"], j["cold_width"])')"
-	ktap_check "chains run no faster than compares, a body past the L1i no faster than one within it (5%)" test \
-		"$(json "$tmp/out.json" 'int(j["width"] <= 1.05 * j["alu_width"] and j["cold_width"] <= 1.05 * j["width"])')" = 1
+	ktap_check "a body past the L1i retires no more adds per cycle than one within it (5%)" test \
+		"$(json "$tmp/out.json" 'int(j["cold_width"] <= 1.05 * j["width"])')" = 1
 fi
 ktap_finish
