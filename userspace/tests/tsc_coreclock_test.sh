@@ -48,9 +48,18 @@ cpu_id=$(awk -F': ' '/^vendor_id/ { v = $2 } /^cpu family/ { f = $2 }
 	/^model\t/ { m = $2 } END { print v ":" f ":" m }' /proc/cpuinfo)
 alus=$(alus_of "$cpu_id")
 
+# The two checks of the width, skipped together.
+width_checks=("the compares run on the ALUs" "chains no faster than compares")
+skip_width_checks() {
+	local n
+	for n in "${width_checks[@]}"; do
+		ktap_skip "$n" "$1"
+	done
+}
+
 if emulated; then
 	for n in "imul cross-check" "no loop overhead" "two chains, two adds per cycle" "more chains, never fewer" \
-		"the compares run on the ALUs" "chains no faster than compares" "past the L1i, no faster"; do
+		"${width_checks[@]}" "past the L1i, no faster"; do
 		ktap_skip "$n" "emulated CPU (QEMU TCG): timings are the emulator's"
 	done
 else
@@ -76,9 +85,7 @@ else
 	# over 5% above the fastest timing), and the check is skipped with
 	# the figures; steady widths that agree, off the count, fail.
 	if [ -z "$alus" ]; then
-		for n in "the compares run on the ALUs" "chains no faster than compares"; do
-			ktap_skip "$n" "the ALU count of $cpu_id is not in this test's table"
-		done
+		skip_width_checks "the ALU count of $cpu_id is not in this test's table"
 	else
 		: > "$tmp/runs"
 		for run in 1 2 3 4 5; do
@@ -97,9 +104,7 @@ else
 			      else if (u) print u " of " NR " runs unsteady (a median over 5% above the fastest timing)"
 			      else if (hi > 1.05 * lo) print "widths " lo " to " hi " from run to run" }' "$tmp/runs")
 		if [ "$ok" != 1 ] && [ -n "$shared" ]; then
-			for n in "the compares run on the ALUs" "chains no faster than compares"; do
-				ktap_skip "$n" "the host's core was shared: $shared"
-			done
+			skip_width_checks "the host's core was shared: $shared"
 		else
 			ktap_check "independent compares run on the $alus integer ALUs of $cpu_id, within 5%" test "$ok" = 1
 			# In the run that passed (or the last): a quiet core.
