@@ -60,5 +60,6 @@ selftests: linux-source
 check-unit: selftests
 	$(BUILD)/selftests/estimator_test
 	scripts/vm/run-in-vm_test.sh
+	scripts/vm/guest-init_test.sh
 
 .PHONY: linux-source style kbuild-check selftests check-unit
