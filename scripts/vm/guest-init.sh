@@ -10,10 +10,24 @@
 
 export PATH=/sbin:/bin:/usr/sbin:/usr/bin
 
+# echo returns once its bytes are in the kernel's transmit buffer, and the
+# serial interrupt that empties it may run on another vCPU, later: qemu
+# exits on a reset or on the exit port's write at once, and whatever is
+# still queued is lost (seen once: a debug guest with three vCPUs, its
+# kernel log cut mid-line and its status line gone, a passing run
+# reported as a dead guest).  stty sets the line's modes with TCSADRAIN,
+# which returns only once the UART has sent everything; the modes it sets
+# are the ones it read.
+drain_console() {
+	timeout 30 stty -F /dev/console "$(stty -F /dev/console -g)" ||
+		echo "vmrun: the console did not drain within 30 s"
+}
+
 # PID 1 must never exit (that panics): on a setup error, say so and reset,
 # which qemu's -no-reboot turns into an exit without a status ("guest died").
 fail() {
 	echo "vmrun: setup failed: $*"
+	drain_console
 	reboot -f
 	sleep 1000
 }
@@ -70,15 +84,7 @@ case " $cmdline " in
 *" vmrun.dmesg=1 "*) echo "vmrun: the kernel log:"; dmesg ;;
 esac
 echo "vmrun: command exited with status $status"
-# echo returns once its bytes are in the kernel's transmit buffer, and the
-# serial interrupt that empties it may run on another vCPU, later: qemu
-# exits on the port write below, and whatever is still queued is lost,
-# this status line with it (seen once: a debug guest with three vCPUs,
-# its kernel log cut mid-line, a passing run reported as a dead guest).
-# stty sets the line's modes with TCSADRAIN, which returns only once the
-# UART has sent everything; the modes it sets are the ones it read.
-timeout 30 stty -F /dev/console "$(stty -F /dev/console -g)" ||
-	echo "vmrun: the console did not drain within 30 s"
+drain_console
 # qemu exits with (byte << 1) | 1 on this write; run-in-vm.sh recovers the
 # 8th bit, lost in qemu's 8-bit exit code, from the line echoed above.
 # shellcheck disable=SC2059 # the format is the octal escape of the status byte
