@@ -22,7 +22,7 @@ kernels=(/boot/vmlinuz-*)
 command -v qemu-system-x86_64 > /dev/null || ktap_skip_all "no qemu-system-x86_64"
 
 hold='
-import os, sys, termios, time
+import os, termios, time
 fd = os.open("/dev/console", os.O_WRONLY | os.O_NOCTTY)
 termios.tcflow(fd, termios.TCOOFF)
 if os.fork() == 0:
@@ -34,8 +34,8 @@ print("guest-init_test: console output held", flush=True)
 '
 ktap_plan 2
 mkdir -p "$repo/build/vm"
-scripts=("$here/run-in-vm.sh" ${1:+--kernel "$1"} --smp 1 --timeout 120 --log "$log")
-"${scripts[@]}" -- python3 -c "$hold" > /dev/null 2>&1
+vm=("$here/run-in-vm.sh" ${1:+--kernel "$1"} --smp 1 --timeout 120 --log "$log")
+"${vm[@]}" -- python3 -c "$hold" > /dev/null 2>&1
 st=$?
 ktap_check "a passing command whose console was still sending: run-in-vm.sh says 0 (said $st)" \
 	test "$st" -eq 0
