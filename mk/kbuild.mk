@@ -59,6 +59,7 @@ selftests: linux-source
 
 check-unit: selftests
 	$(BUILD)/selftests/estimator_test
+	selftests/ktap_test.sh
 	scripts/vm/run-in-vm_test.sh
 	scripts/vm/guest-init_test.sh
 
