@@ -283,8 +283,13 @@ if ((hung)); then
 	exit 124
 fi
 # timeout gives 124, or 137 after -k; a status of 68 also makes qemu exit 137.
-if ((rc == 124)) || ((rc == 137)) && [[ -z $reported ]]; then
+if ((rc == 124 || rc == 137)) && [[ -z $reported ]]; then
 	echo "run-in-vm: timeout: no result after ${tmo}s" >&2
+	exit 124
+fi
+# qemu's own exits are odd: 124 is timeout's, after the command's status.
+if ((rc == 124)); then
+	echo "run-in-vm: timeout: the command exited with status $reported, but the guest did not end within ${tmo}s" >&2
 	exit 124
 fi
 if ((rc % 2 == 0)) || [[ $rc == 1 && -z $reported ]]; then

@@ -7,7 +7,10 @@
 # text patching) boots the guest again, before the command or during it;
 # an int3 with a frame of the module fails; a guest that stopped before
 # the command for another reason boots again, its trouble still judged;
-# a guest hung in its boot is stopped at the boot timeout and booted again.
+# a guest hung in its boot is stopped at the boot timeout and booted again;
+# a guest that outlives its timeout is a timeout, whether its command
+# reported a status or not, and a status of 68 (qemu's 137, as timeout
+# -k's) is the command's.
 
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=selftests/ktap.sh
@@ -55,7 +58,7 @@ run() {
 	boots=$(cat "$tmp/boots")
 }
 
-ktap_plan 6
+ktap_plan 9
 run "$int3" 0 "$started
 $passed" 1
 ktap_check "an int3 of the kernel's before the command: booted again, passes" \
@@ -81,4 +84,13 @@ ktap_check "a guest hung before the command: stopped at the boot timeout, booted
 run "" hang "" hang
 ktap_check "a guest hung before the command twice: a timeout" \
 	test "$st $boots" = "124 2"
+run "$started" 124
+ktap_check "no status when the timeout ends the guest: a timeout (said $st)" test "$st" = 124
+run "$started
+$passed" 124
+ktap_check "a status, then the timeout: a timeout, not a death (said $st)" \
+	test "$st" = 124 -a -z "$(grep 'guest died' "$tmp/stdout")"
+run "$started
+vmrun: command exited with status 68" 137
+ktap_check "a reported status of 68, qemu's 137: the command's 68 (said $st)" test "$st" = 68
 ktap_finish
