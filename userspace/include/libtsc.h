@@ -56,6 +56,13 @@ extern "C" {
 		      TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, \
 		      TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, TSC__CXX_FIELDS, \
 		      TSC__CXX_BARE, )(type, __VA_ARGS__)
+#else
+/*
+ * Called with an empty last argument: a name alone is then standard C
+ * (ISO C wants an argument for a macro's "..."), and so is the
+ * initialiser's trailing comma.
+ */
+#define TSC__DECLARE(type, name, ...) type name = { .sz = sizeof(type), __VA_ARGS__ }
 #endif
 
 /* Where a frequency came from; tsc_freq_get() ranks them as tsc(7) says. */
@@ -140,8 +147,7 @@ struct tsc_opts {
 #ifdef __cplusplus
 #define TSC_OPTS(...) TSC__CXX_DECLARE(struct tsc_opts, __VA_ARGS__)
 #else
-#define TSC_OPTS(name, ...)						\
-	struct tsc_opts name = { .sz = sizeof(struct tsc_opts), __VA_ARGS__ }
+#define TSC_OPTS(...) TSC__DECLARE(struct tsc_opts, __VA_ARGS__, )
 #endif
 
 /*
@@ -361,8 +367,7 @@ struct tsc_sysclock_opts {
 #ifdef __cplusplus
 #define TSC_SYSCLOCK_OPTS(...) TSC__CXX_DECLARE(struct tsc_sysclock_opts, __VA_ARGS__)
 #else
-#define TSC_SYSCLOCK_OPTS(name, ...)					\
-	struct tsc_sysclock_opts name = { .sz = sizeof(struct tsc_sysclock_opts), __VA_ARGS__ }
+#define TSC_SYSCLOCK_OPTS(...) TSC__DECLARE(struct tsc_sysclock_opts, __VA_ARGS__, )
 #endif
 
 /* 0, or a negative errno for a clock that cannot be read at all. */
@@ -458,8 +463,7 @@ struct tsc_report_opts {
 #ifdef __cplusplus
 #define TSC_REPORT_OPTS(...) TSC__CXX_DECLARE(struct tsc_report_opts, __VA_ARGS__)
 #else
-#define TSC_REPORT_OPTS(name, ...)					\
-	struct tsc_report_opts name = { .sz = sizeof(struct tsc_report_opts), __VA_ARGS__ }
+#define TSC_REPORT_OPTS(...) TSC__DECLARE(struct tsc_report_opts, __VA_ARGS__, )
 #endif
 
 /* Fill r; free it with tsc_report_free().  opts may be NULL. */

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * libtsc.h from standard C: every declaring macro, with a name alone and
+ * with fields, built with -std=c11 -pedantic -Werror by gcc and clang
+ * (the Makefile's c11-check), then run against the library.  A name
+ * alone is what tsc_sysclock_init(3)'s example writes, and ISO C wants
+ * an argument for a macro's "...": the header must not need one.
+ */
+#include <stdio.h>
+
+#include "libtsc.h"
+
+static TSC_CLOCK(global_clock);
+static int failed;
+
+static void check(int ok, int n, const char *what)
+{
+	printf("%sok %d %s\n", ok ? "" : "not ", n, what);
+	failed |= !ok;
+}
+
+int main(void)
+{
+	TSC_OPTS(o);
+	TSC_OPTS(fields, .source = TSC_SOURCE_CALIBRATION, .calibrate_max_ms = 50);
+	TSC_SYSCLOCK(sc);
+	TSC_SYSCLOCK_OPTS(so);
+	TSC_SYSCLOCK_OPTS(sfields, .discipline = TSC_DISCIPLINE_NONE);
+	TSC_REPORT_OPTS(ro);
+	TSC_REPORT_OPTS(rfields, .max_ms = 500);
+	struct tsc_freq f;
+
+	printf("TAP version 13\n1..3\n");
+	check(o.sz == sizeof(o) && so.sz == sizeof(so) && ro.sz == sizeof(ro) &&
+	      sc.sz == sizeof(sc) && global_clock.sz == sizeof(global_clock) &&
+	      !o.verify && !o.calibrate_max_ms && !ro.max_ms, 1,
+	      "a name alone: sz set, the rest zero");
+	check(fields.sz == sizeof(fields) && fields.calibrate_max_ms == 50 &&
+	      sfields.sz == sizeof(sfields) && sfields.discipline == TSC_DISCIPLINE_NONE &&
+	      rfields.sz == sizeof(rfields) && rfields.max_ms == 500, 2,
+	      "with fields: sz set, and the fields");
+	o.source = TSC_SOURCE_CALIBRATION;
+	o.calibrate_max_ms = 50;
+	check(tsc_freq_get(&f, &o) == 0 && f.source == TSC_SOURCE_CALIBRATION, 3,
+	      "tsc_freq_get() with options set after a name alone");
+	return failed;
+}
