@@ -68,9 +68,11 @@ static int parse(const char *buf, size_t len, bool neg, uint64_t *mag, bool *min
 	*minus = neg && buf[0] == '-';
 	start = i = *minus;
 	for (; i < len && buf[i] >= '0' && buf[i] <= '9'; i++) {
-		if (v > (UINT64_MAX - 9) / 10)
+		uint64_t d = (uint64_t)(buf[i] - '0');
+
+		if (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && d > UINT64_MAX % 10))
 			return tsc__fail(-ERANGE, "too large a number");
-		v = v * 10 + (uint64_t)(buf[i] - '0');
+		v = v * 10 + d;
 	}
 	if (i == start || i != len)
 		return tsc__fail(-EINVAL, "not a plain decimal number (byte %zu is 0x%02x)",
