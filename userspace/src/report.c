@@ -124,18 +124,43 @@ static int module_offsets(const char *root, struct tsc_report *r)
 	return tsc__fail(-EAGAIN, "the module measured again while it was read, five times");
 }
 
-static int userspace_offsets(struct tsc_report *r, unsigned int min_rounds,
-			     unsigned int max_ms)
+/*
+ * The CPUs online in the sysfs being read; where it has no list (a fake
+ * root without one), every CPU it has: a CPU taken for online that is
+ * not can only make the verdict "no", never "yes" untested.
+ */
+static void online_cpus(const char *root, unsigned int ncpus, cpu_set_t *set)
+{
+	char path[4096], buf[4096];
+	size_t len;
+
+	if (!tsc__read_value(root, CPU_DIR "/online", path, sizeof(path), buf, sizeof(buf),
+			     &len) && !tsc__parse_cpulist(buf, len, set))
+		return;
+	tsc__clear_error();
+	CPU_ZERO(set);
+	for (unsigned int i = 0; i < ncpus && i < CPU_SETSIZE; i++)
+		CPU_SET(i, set);
+}
+
+/*
+ * The online CPUs' offsets, measured by threads pinned to them: those of
+ * this thread's affinity mask.  *outside counts the online CPUs it leaves
+ * out, which stay unmeasured: with any, nothing is proven of them.
+ */
+static int userspace_offsets(const char *root, struct tsc_report *r, unsigned int min_rounds,
+			     unsigned int max_ms, unsigned int *outside)
 {
 	struct tscfk_offset_est *est;
-	unsigned int n = 0;
+	unsigned int n = 0, online = 0;
 	struct tscfk_skew skew;
-	cpu_set_t set;
+	cpu_set_t set, on;
 	bool warp;
 	int *cpus, err;
 
 	if (sched_getaffinity(0, sizeof(set), &set))
 		return tsc__fail(-errno, "sched_getaffinity: %s", strerror(errno));
+	online_cpus(root, r->ncpus, &on);
 	cpus = calloc(r->ncpus, sizeof(*cpus));
 	est = calloc(r->ncpus, sizeof(*est));
 	if (!cpus || !est) {
@@ -143,13 +168,25 @@ static int userspace_offsets(struct tsc_report *r, unsigned int min_rounds,
 		free(est);
 		return tsc__fail(-ENOMEM, "out of memory");
 	}
-	for (unsigned int i = 0; i < r->ncpus && i < CPU_SETSIZE; i++)
+	for (unsigned int i = 0; i < r->ncpus && i < CPU_SETSIZE; i++) {
+		if (!CPU_ISSET(i, &on))
+			continue;
+		online++;
 		if (CPU_ISSET(i, &set))
 			cpus[n++] = (int)i;
-	if (n < 2) {
+	}
+	*outside = online - n;
+	if (online < 2 || n < 2) {
+		/* One CPU online: nothing to compare; one of several: nothing proven. */
+		if (online >= 2) {
+			r->offsets_source = TSC_OFFSETS_USERSPACE;
+			r->reference_cpu = n ? cpus[0] : -1;
+			if (n)
+				r->cpus[cpus[0]].status = TSC_CPU_REFERENCE;
+		}
 		free(cpus);
 		free(est);
-		return 0;	/* one CPU: nothing to compare */
+		return 0;
 	}
 	err = tsc__probe_offsets(cpus, n, 0, min_rounds, max_ms, est, &warp);
 	if (!err) {
@@ -201,7 +238,7 @@ static void say(struct tsc_report *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void judge(struct tsc_report *r)
+static void judge(struct tsc_report *r, unsigned int outside)
 {
 	static const char *const by[] = {
 		[TSC_OFFSETS_NONE] = "", [TSC_OFFSETS_MODULE] = " (measured by the module)",
@@ -215,14 +252,16 @@ static void judge(struct tsc_report *r)
 			if (!r->cpus[i].consistent)
 				blame++;
 		}
-	r->trustworthy = r->invariant_tsc && r->kernel_unstable != 1 &&
+	r->trustworthy = r->invariant_tsc && r->kernel_unstable != 1 && !outside &&
 			 (r->offsets_source == TSC_OFFSETS_NONE || r->monotonic);
 	snprintf(r->verdict, sizeof(r->verdict), "%s: ", r->trustworthy ? "yes" : "no");
 	if (!r->invariant_tsc)
 		say(r, "the CPU does not promise an invariant TSC (CPUID 0x80000007 EDX[8])");
 	if (r->kernel_unstable == 1)
 		say(r, "the kernel marked the TSC unstable");
-	if (r->offsets_source != TSC_OFFSETS_NONE && !r->monotonic) {
+	if (outside)
+		say(r, "%u online CPU(s) outside this thread's CPU affinity, not measured", outside);
+	if (r->offsets_source != TSC_OFFSETS_NONE && !r->monotonic && r->reference_cpu >= 0) {
 		if (blame)
 			say(r, "%u CPU(s) showed offsets that moved during the measurement", blame);
 		say(r, "not every CPU proven never to step back against cpu%d%s", r->reference_cpu,
@@ -250,6 +289,7 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 {
 	struct ropts o = { 0 };
 	long conf = sysconf(_SC_NPROCESSORS_CONF);
+	unsigned int outside = 0;
 	char path[4096], buf[256];
 	uint64_t unstable;
 	unsigned int n;
@@ -291,13 +331,13 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 	if (r->kernel_unstable != -1 && !o.userspace)
 		err = module_offsets(o.sysfs_root, r);
 	else
-		err = userspace_offsets(r, o.min_rounds ? o.min_rounds : 256,
-					o.max_ms ? o.max_ms : 1000);
+		err = userspace_offsets(o.sysfs_root, r, o.min_rounds ? o.min_rounds : 256,
+					o.max_ms ? o.max_ms : 1000, &outside);
 	if (err) {
 		tsc_report_free(r);
 		return err;
 	}
-	judge(r);
+	judge(r, outside);
 	tsc__clear_error();
 	return 0;
 }

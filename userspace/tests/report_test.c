@@ -230,6 +230,61 @@ TEST_F(module, bad_files_are_refused)
 	tsc_report_free(&r);
 }
 
+/*
+ * Without the module, a fake sysfs of four CPUs online (possible and
+ * online as given), and this thread pinned to cpu0: the userspace probe
+ * reaches no other CPU, so nothing is proven of them.
+ */
+static void pinned_report(struct __test_metadata *_metadata, const char *online,
+			  struct tsc_report *r)
+{
+	char dir[64] = "/tmp/libtsc-report.XXXXXX";
+	TSC_REPORT_OPTS(o, .sysfs_root = dir, .max_ms = 100);
+	cpu_set_t one;
+	char cmd[128];
+
+	ASSERT_NE(NULL, mkdtemp(dir));
+	fake_put(_metadata, dir, "/devices/system/cpu/possible", "0-3\n");
+	fake_put(_metadata, dir, "/devices/system/cpu/online", online);
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+	ASSERT_EQ(0, tsc_report_get(r, &o)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("online %.*s: %s", (int)strcspn(online, "\n"), online, r->verdict);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ASSERT_EQ(0, system(cmd));
+}
+
+TEST(online_cpus_outside_the_affinity_mean_no)
+{
+	struct tsc_report r;
+
+	pinned_report(_metadata, "0-3\n", &r);
+	EXPECT_EQ(TSC_OFFSETS_USERSPACE, r.offsets_source);
+	EXPECT_EQ(0, r.reference_cpu);
+	EXPECT_EQ(TSC_CPU_REFERENCE, r.cpus[0].status);
+	for (unsigned int i = 1; i < r.ncpus; i++)
+		EXPECT_EQ(TSC_CPU_UNMEASURED, r.cpus[i].status);
+	EXPECT_FALSE(r.monotonic);
+	EXPECT_FALSE(r.trustworthy);
+	EXPECT_EQ(0, strncmp(r.verdict, "no: ", 4));
+	EXPECT_NE(NULL, strstr(r.verdict, "3 online CPU(s) outside this thread's CPU affinity"));
+	tsc_report_free(&r);
+}
+
+/* One CPU online of four possible: nothing to compare, and nothing left out. */
+TEST(one_cpu_online_has_nothing_to_compare)
+{
+	struct tsc_report r;
+
+	pinned_report(_metadata, "0\n", &r);
+	EXPECT_EQ(TSC_OFFSETS_NONE, r.offsets_source);
+	EXPECT_EQ(NULL, strstr(r.verdict, "outside"));
+	EXPECT_NE(NULL, strstr(r.verdict, "a single CPU"));
+	EXPECT_EQ(r.invariant_tsc, r.trustworthy);
+	tsc_report_free(&r);
+}
+
 /* The real probe on this machine: a result that agrees with itself. */
 TEST(userspace_probe_here)
 {
