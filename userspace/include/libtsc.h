@@ -310,11 +310,13 @@ struct tsc_sysclock {
 	/*
 	 * How many TSC ticks past the page's cycle_last a reading may be
 	 * (1.2): past it the page is stale, and the reading is
-	 * clock_gettime()'s.  The kernel's page: its clocksource's
-	 * max_cycles, as the vDSO bounds itself; the library's disciplined
-	 * one: three sync periods, and with the helper a second past its
-	 * last renewal (four a second).  Below 2^63, so that a reading before
-	 * cycle_last, whose difference wraps, is past it too.
+	 * clock_gettime()'s (MONOTONIC and BOOTTIME held at the page's
+	 * value at the bound while that is up to 10 ms ahead).  The
+	 * kernel's page: its clocksource's max_cycles, as the vDSO bounds
+	 * itself; the library's disciplined one: three sync periods, and
+	 * with the helper a second past its last renewal (four a second).
+	 * Below 2^63, so that a reading before cycle_last, whose
+	 * difference wraps, is past it too.
 	 * tsc_sysclock_init() sets it.
 	 */
 	uint64_t max_delta;
@@ -620,7 +622,8 @@ static inline uint64_t tsc__rdtscp(void)
  * TSC a little behind the one the kernel last read) counts as cycle_last,
  * as the kernel counts it; one more than max_delta past it is not
  * extrapolated (a page nobody updates: a helper starved or gone with a
- * fork, a vCPU stopped for minutes) but clock_gettime()'s.
+ * fork, a vCPU stopped for minutes) but clock_gettime()'s, never below
+ * what the page gave (tsc__sysclock_slow_bounded()).
  */
 #define TSC__SYSCLOCK_REALTIME	0
 #define TSC__SYSCLOCK_MONOTONIC	1

@@ -36,7 +36,9 @@
  * than that, all leave a page that nobody moves on, and extrapolating it
  * would add an error that grows with time (after a suspend, the time
  * asleep, which MONOTONIC does not count).  Past the bound the readers
- * read clock_gettime(), within the clock's error of where it was.
+ * read clock_gettime(), held at the page's value at the bound while that
+ * is ahead (tsc__sysclock_slow_bounded()), so never back; and the sync
+ * after it starts the clock again no lower than they read (sync_locked()).
  *
  * The readers are given one of two pages and the writer fills the other,
  * then swaps: the page a reader holds is never odd while it is current
@@ -239,10 +241,10 @@ static uint64_t swap(struct tsc__discipline *d)
 
 	if (d->leased && lease < bound)
 		bound = lease;		/* the segment starts now */
-	/* The bound first: the page's release store publishes it too. */
-	__atomic_store_n(&d->clock->max_delta, bound, __ATOMIC_RELAXED);
+	/* The page, then its bound: see tsc__sysclock_slow_bounded(). */
 	__atomic_store_n(&d->clock->page, (const volatile struct tsc_timepage *)p,
 			 __ATOMIC_RELEASE);
+	__atomic_store_n(&d->clock->max_delta, bound, __ATOMIC_RELEASE);
 	d->cur = !d->cur;
 	__atomic_store_n(&old->seq, __atomic_load_n(&old->seq, __ATOMIC_RELAXED) | 1,
 			 __ATOMIC_RELEASE);
@@ -359,8 +361,8 @@ static int sync_locked(struct tsc__discipline *d)
 	/* An offset read twice moves by up to the two samples' widths. */
 	const long long offset_step = OFFSET_STEP_NS > 2 * (long long)d->max_width ?
 				      OFFSET_STEP_NS : 2 * (long long)d->max_width;
-	bool gap, suspended, stepped = false;
-	uint64_t interval;
+	bool gap, suspended, stale, stepped = false;
+	uint64_t interval, horizon;
 	double rate, corr;
 	struct sample s;
 	int64_t err;
@@ -401,6 +403,21 @@ static int sync_locked(struct tsc__discipline *d)
 	err = (int64_t)(seg_at(&d->seg, s.t) - s.mono);
 	interval = gap ? 0 : s.mono - d->sync_mono;
 	d->sync_mono = s.mono;
+	/* Learnt whatever this sync does: the next page's bound follows it. */
+	horizon = tsc__discipline_horizon(d->intervals, interval);
+	/*
+	 * Past its bound, the page sent its readers to clock_gettime(): if
+	 * the clock is behind the system's (or within the sample's width of
+	 * it), they may have read more than it has now, and it steps
+	 * forward, past anything they can have read before the swap.
+	 */
+	stale = s.t > d->seg.t0 &&
+		s.t - d->seg.t0 > __atomic_load_n(&d->clock->max_delta, __ATOMIC_RELAXED);
+	if (stale && err < (int64_t)s.width) {
+		d->generation++;
+		new_segment(d, rate, true, s.t, s.mono + s.width + FLOOR_SLACK_NS);
+		return 0;
+	}
 	if (err < -STEP_NS || (err > STEP_NS && suspended)) {
 		d->generation++;
 		new_segment(d, rate, true, s.t, s.mono);
@@ -408,7 +425,7 @@ static int sync_locked(struct tsc__discipline *d)
 	}
 	if (stepped)
 		d->generation++;
-	corr = tsc__discipline_corr(err, tsc__discipline_horizon(d->intervals, interval));
+	corr = tsc__discipline_corr(err, horizon);
 	new_segment(d, rate * (1 + corr), false, 0, 0);
 	return 0;
 }
@@ -445,7 +462,7 @@ static void renew(struct tsc__discipline *d)
 		uint64_t lease = tsc_rdtsc_ordered() - d->seg.t0 + lease_ticks(d);
 
 		__atomic_store_n(&d->clock->max_delta, lease < p->max_cycles ? lease : p->max_cycles,
-				 __ATOMIC_RELAXED);
+				 __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&d->lock);
 }

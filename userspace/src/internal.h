@@ -66,6 +66,13 @@ extern const struct tsc_timepage tsc__syscall_page;
  */
 struct tscfk_clock_page;
 uint64_t tsc__page_max_delta(const volatile struct tscfk_clock_page *p);
+/*
+ * A stale page's readers read clock_gettime(), held at the page's value
+ * at its bound while that is ahead by up to this (its error); a page
+ * further ahead counted a suspend: MONOTONIC steps back by more than
+ * this only then, as the disciplined clock's own steps do.
+ */
+#define TSC__FLOOR_MAX_NS	10000000
 /* The disciplined system clock (discipline.c). */
 int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 			  bool inherit);

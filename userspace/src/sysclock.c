@@ -197,9 +197,13 @@ page_begin(const volatile struct tsc_timepage *const *where, uint32_t *seq, int 
 	return NULL;
 }
 
-/* One reading of a page: the TSC, the page's cycle_last, and the clock. */
+/*
+ * One reading of a page: the TSC, the page's cycle_last, the clock, and
+ * the clock at cycle_last + bound (the most a reader within the bound
+ * can have had from the page).
+ */
 struct page_reading {
-	uint64_t t, last, ns;
+	uint64_t t, last, ns, at_bound;
 };
 
 /*
@@ -208,7 +212,7 @@ struct page_reading {
  * orders: false where page_begin() gives no page.
  */
 static bool read_page(const volatile struct tsc_timepage *const *where, int clock,
-		      bool rdtscp, struct page_reading *r)
+		      bool rdtscp, uint64_t bound, struct page_reading *r)
 {
 	const volatile struct tsc_timepage *p;
 	uint32_t seq;
@@ -224,7 +228,8 @@ static bool read_page(const volatile struct tsc_timepage *const *where, int cloc
 
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (p->seq == seq) {
-			*r = (struct page_reading){ t, last, tscfk_clock_ns(&m, last, t) };
+			*r = (struct page_reading){ t, last, tscfk_clock_ns(&m, last, t),
+						    tscfk_clock_ns(&m, last, last + bound) };
 			return true;
 		}
 	}
@@ -260,7 +265,7 @@ static int page_tells_our_clocks(const volatile struct tsc_timepage *p, char *wh
 			int64_t a = tsc__ns_now(clocks[i].id), b;
 			struct page_reading r;
 
-			if (!read_page(&p, clocks[i].clock, false, &r))
+			if (!read_page(&p, clocks[i].clock, false, 0, &r))
 				return !offsets_for_children(why, size);
 			b = tsc__ns_now(clocks[i].id);
 			if ((int64_t)r.ns >= a && (int64_t)r.ns <= b)
@@ -479,10 +484,10 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 		if (c->path == TSC_SYSCLOCK_DISCIPLINED)
 			return 0;
 	}
-	/* The bound first: the page's release store publishes it too. */
-	__atomic_store_n(&c->max_delta, tsc__page_max_delta((const volatile void *)p),
-			 __ATOMIC_RELAXED);
+	/* The page, then its bound: see tsc__sysclock_slow_bounded(). */
 	__atomic_store_n(&c->page, p, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->max_delta, tsc__page_max_delta((const volatile void *)p),
+			 __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -510,22 +515,41 @@ static uint64_t gettime(int clock)
 	return (uint64_t)tsc__ns_now(ids[clock]);
 }
 
+/*
+ * Ordered as the fast path orders, whichever reader came here; and not
+ * from a stale page, which nobody moved on for longer than it holds, but
+ * clock_gettime()'s.  MONOTONIC and BOOTTIME from a stale page are never
+ * below the page at its bound, the most any reader within the bound had
+ * from it: a page ahead of the system's clocks (a disciplined one may be
+ * by its error) holds there until they catch up, rather than going back.
+ * A page more than TSC__FLOOR_MAX_NS ahead is not held to: the TSC
+ * counted a suspend that MONOTONIC did not, and the clock steps back to
+ * the system's, as the disciplined clock's sync after a suspend does.
+ *
+ * The bound is loaded before the page, which its writers store first
+ * (release, both): a new bound comes with its new page.  An old bound
+ * with a new page is looser for a moment; a new bound, shorter, with the
+ * old page would send readers here early, and hold them below the old
+ * page's readings.
+ */
 uint64_t tsc__sysclock_slow_bounded(const struct tsc_sysclock *c, int clock)
 {
-	const uint64_t max_delta = __atomic_load_n(&c->max_delta, __ATOMIC_RELAXED);
+	const uint64_t max_delta = __atomic_load_n(&c->max_delta, __ATOMIC_ACQUIRE);
 	struct page_reading r;
+	uint64_t ns;
 
 	if (clock < TSC__SYSCLOCK_REALTIME || clock > TSC__SYSCLOCK_BOOTTIME)
 		clock = TSC__SYSCLOCK_MONOTONIC;
-	/*
-	 * Ordered as the fast path orders, whichever reader came here; and
-	 * not from a stale page, which nobody moved on for longer than it
-	 * holds.
-	 */
-	if (read_page(&c->page, clock, __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED), &r) &&
-	    !(r.t > r.last && r.t - r.last > max_delta))
+	if (!read_page(&c->page, clock, __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED),
+		       max_delta, &r))
+		return gettime(clock);
+	if (!(r.t > r.last && r.t - r.last > max_delta))
 		return r.ns;
-	return gettime(clock);
+	ns = gettime(clock);
+	if (clock != TSC__SYSCLOCK_REALTIME && r.at_bound > ns &&
+	    r.at_bound - ns <= TSC__FLOOR_MAX_NS)
+		return r.at_bound;
+	return ns;
 }
 
 uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)

@@ -8,6 +8,8 @@
  * failures: a clock that is not disciplined refuses tsc_sysclock_sync(),
  * and one re-initialised or finished stops its helper (the sanitizers
  * see a leaked thread or page), in a forked child too, which has none.
+ * A clock nobody synced past its bound never goes back, whether it was
+ * ahead of the system's or behind.
  */
 #include <errno.h>
 #include <math.h>
@@ -112,25 +114,32 @@ struct race {
 	uint64_t reads, syncs;
 };
 
+/*
+ * One read, after seeing the latest any thread had: below it, or below
+ * this thread's previous one (mine), counts as back.  The read, returned.
+ */
+static uint64_t read_on(struct race *r, uint64_t mine)
+{
+	uint64_t seen = __atomic_load_n(&r->latest, __ATOMIC_ACQUIRE);
+	uint64_t v;
+
+	__builtin_ia32_lfence();	/* read after seen, not before */
+	v = tsc_sysclock_monotonic(r->c);
+	if (v < seen || v < mine)
+		__atomic_fetch_add(&r->back, 1, __ATOMIC_RELAXED);
+	while (seen < v && !__atomic_compare_exchange_n(&r->latest, &seen, v, false,
+							__ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+		;
+	return v;
+}
+
 static void *reader(void *arg)
 {
 	struct race *r = arg;
 	uint64_t mine = 0, n = 0;
 
-	while (!r->stop) {
-		uint64_t seen = __atomic_load_n(&r->latest, __ATOMIC_ACQUIRE);
-		uint64_t v;
-
-		__builtin_ia32_lfence();	/* read after seen, not before */
-		v = tsc_sysclock_monotonic(r->c);
-		if (v < seen || v < mine)
-			__atomic_fetch_add(&r->back, 1, __ATOMIC_RELAXED);
-		mine = v;
-		while (seen < v && !__atomic_compare_exchange_n(&r->latest, &seen, v, false,
-								__ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
-			;
-		n++;
-	}
+	for (; !r->stop; n++)
+		mine = read_on(r, mine);
 	__atomic_fetch_add(&r->reads, n, __ATOMIC_RELAXED);
 	return NULL;
 }
@@ -379,6 +388,80 @@ TEST_F(disc, syncs_stop)
 	EXPECT_LT(now(CLOCK_MONOTONIC) + 3590000000000, (int64_t)tsc_sysclock_monotonic(&c))
 		TH_LOG("the new page is not read");
 	tsc_sysclock_fini(&c);
+}
+
+/*
+ * A caller's clock 1000 ppm off (a fake tsc_freq_khz), never synced: at
+ * its bound, 3 s past its start, it is 3 ms off the system's.  Three
+ * threads read it from 50 ms before the bound to 20 ms past it, when
+ * the caller syncs, and 20 ms more: none sees it go back,
+ * though its readers leave the page for clock_gettime() at the bound.
+ * Ahead (fast), they are held at the page's value there until the
+ * system's catches up; behind (slow), they jump forward, and the sync
+ * that gives them a page again starts it no lower than they read.
+ */
+static void across_the_bound(struct __test_metadata *_metadata, double off_ppm)
+{
+	struct tsc_clock clk = { .sz = sizeof(clk) };
+	TSC_OPTS(co, .source = TSC_SOURCE_CALIBRATION, .calibrate_max_ms = 50);
+	struct race r = { 0 };
+	pthread_t readers[2];
+	TSC_SYSCLOCK(c);
+	uint64_t bound, tick_ms, mine = 0;
+	int64_t ahead, held;
+	uint32_t gen;
+	char dir[64];
+
+	ASSERT_EQ(0, tsc_clock_init(&clk, &co)) TH_LOG("%s", tsc_last_error());
+	fake_root(_metadata, dir, sizeof(dir), (uint64_t)(clk.freq.hz / 1e3 * (1 + off_ppm * 1e-6)));
+	ASSERT_EQ(0, init(&c, dir, TSC_DISCIPLINE_CALLER)) TH_LOG("%s", tsc_last_error());
+	remove_root(dir);
+	ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, c.path) TH_LOG("%s", c.why);
+	gen = c.page->generation;
+	bound = c.page->cycle_last + c.max_delta;
+	tick_ms = (uint64_t)(clk.freq.hz / 1e3);
+	while (tsc_rdtsc_ordered() < bound - 50 * tick_ms)
+		usleep(10000);
+	ahead = (int64_t)tsc_sysclock_monotonic(&c) - now(CLOCK_MONOTONIC);
+	TH_LOG("%+.0f ppm: the page %+lld ns off the system's 50 ms before its bound", off_ppm,
+	       (long long)ahead);
+	/* What the test is about: the page is off by more than a read's noise. */
+	ASSERT_LT(1000000, off_ppm < 0 ? ahead : -ahead);
+	r.c = &c;
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&readers[i], NULL, reader, &r));
+	/* This thread reads too: whichever threads run across the bound. */
+	while (tsc_rdtsc_ordered() < bound + 20 * tick_ms)
+		mine = read_on(&r, mine);
+	held = (int64_t)tsc_sysclock_monotonic(&c) - now(CLOCK_MONOTONIC);
+	ASSERT_EQ(0, tsc_sysclock_sync(&c)) TH_LOG("%s", tsc_last_error());
+	while (tsc_rdtsc_ordered() < bound + 40 * tick_ms)
+		mine = read_on(&r, mine);
+	r.stop = true;
+	for (int i = 0; i < 2; i++)
+		pthread_join(readers[i], NULL);
+	TH_LOG("20 ms past the bound: %+lld ns off the system's; %llu reads, %llu back; generation %u, %u",
+	       (long long)held, (unsigned long long)r.reads, (unsigned long long)r.back, gen,
+	       c.page->generation);
+	EXPECT_EQ(0, r.back);
+	EXPECT_LT(10000, r.reads);
+	/* Past the bound: held (ahead, by what is left of its lead) or the system's. */
+	EXPECT_LE(-100000, held);
+	EXPECT_GT(off_ppm < 0 ? ahead : 100000, held);
+	/* Behind: stepped forward at the sync, which the generation says. */
+	if (off_ppm > 0)
+		EXPECT_NE(gen, c.page->generation);
+	tsc_sysclock_fini(&c);
+}
+
+TEST(ahead_at_the_bound_holds)
+{
+	across_the_bound(_metadata, -1000);
+}
+
+TEST(behind_at_the_bound_resyncs_forward)
+{
+	across_the_bound(_metadata, 1000);
 }
 
 /*
