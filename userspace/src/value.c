@@ -5,6 +5,7 @@
  * (freq.c), so that the dependencies run one way.
  */
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include "internal.h"
@@ -37,6 +38,8 @@ double tsc_freq_diff_ppm(const struct tsc_freq *a, const struct tsc_freq *b)
 	/* (a - b) / b = (an * bd - bn * ad) / (bn * ad), each exact in 128 bits. */
 	u128 x = (u128)a->num * b->den, y = (u128)b->num * a->den;
 
+	if (!a->num || !a->den || !b->num || !b->den)	/* no rate: a zeroed struct, say */
+		return NAN;
 	if (x >= y)
 		return (double)(x - y) / (double)y * 1e6;
 	return -(double)(y - x) / (double)y * 1e6;

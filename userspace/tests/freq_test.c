@@ -191,6 +191,13 @@ TEST(diff_ppm)
 	EXPECT_GT(1e-9, fabs(tsc_freq_diff_ppm(&a, &b) - 1.0));
 	EXPECT_GT(1e-9, fabs(tsc_freq_diff_ppm(&b, &a) + 1.0 / 1.000001));
 	EXPECT_EQ(0.0, tsc_freq_diff_ppm(&b, &c));
+	/* A zeroed struct has no rate: NaN, whichever side, never a number. */
+	{
+		struct tsc_freq none = { 0 };
+
+		EXPECT_TRUE(isnan(tsc_freq_diff_ppm(&a, &none)));
+		EXPECT_TRUE(isnan(tsc_freq_diff_ppm(&none, &a)));
+	}
 }
 
 TEST_HARNESS_MAIN
