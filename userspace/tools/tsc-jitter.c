@@ -361,21 +361,23 @@ int main(int argc, char **argv)
 	/*
 	 * Keep out of the spinners' way: move to a CPU not measured if there
 	 * is one, and sleep until the end or until a spinner takes its spare.
+	 * The end is set just before the start: no spinner watches longer
+	 * than the runtime the outputs divide by.
 	 */
 	{
 		cpu_set_t rest;
 		struct timespec until;
-		uint64_t end = tsc_rdtsc_ordered() + tsc_ns_to_ticks(&clk.conv, 1000000) +
-			       tsc_ns_to_ticks(&clk.conv, (uint64_t)(runtime * 1e9));
+		uint64_t end;
 
 		CPU_XOR(&rest, &allowed, &set);
 		/* Best effort: where it fails, the main thread stays put. */
 		if (CPU_COUNT(&rest))
 			(void)sched_setaffinity(0, sizeof(rest), &rest);
-		for (int i = 0; i < n; i++) {
-			sp[i].end = end;
+		for (int i = 0; i < n; i++)
 			steal[i] = steal_ns(sp[i].cpu);
-		}
+		end = tsc_rdtsc_ordered() + tsc_ns_to_ticks(&clk.conv, (uint64_t)(runtime * 1e9));
+		for (int i = 0; i < n; i++)
+			sp[i].end = end;
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += (time_t)runtime + 1;
 		atomic_store_explicit(&go, true, memory_order_release);
