@@ -45,6 +45,7 @@ struct spinner {
 	struct chunk *head, *cur;
 	_Atomic(struct chunk *) spare;	/* refilled by the main thread */
 	uint64_t gaps, dropped, loops;	/* gaps: reads over the threshold */
+	uint64_t watched;		/* ticks from the first TSC read to the last */
 	uint64_t read_interval;		/* ticks per counter read, sustained */
 	uint64_t smi_slow;		/* a dearer SMI read: only for the run */
 	struct jc_counters jc;

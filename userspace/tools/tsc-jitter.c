@@ -94,7 +94,7 @@ static void record(struct spinner *s, uint64_t start, uint64_t ticks)
 static void *spin(void *arg)
 {
 	struct spinner *s = arg;
-	uint64_t last, end;
+	uint64_t first, last, end;
 	uint32_t causes;
 
 	/* Opened by this thread: per-thread counters count this thread. */
@@ -102,7 +102,7 @@ static void *spin(void *arg)
 	while (!atomic_load_explicit(s->go, memory_order_acquire))
 		;
 	jc_start(&s->jc);
-	last = tsc_rdtsc_ordered();
+	first = last = tsc_rdtsc_ordered();
 	for (;;) {
 		uint64_t now = tsc_rdtsc_ordered();
 
@@ -126,6 +126,7 @@ static void *spin(void *arg)
 		if ((int64_t)(now - s->end) >= 0)
 			break;
 	}
+	s->watched = last - first;
 	jc_finish(&s->jc);
 	jc_close(&s->jc);
 	return NULL;
@@ -444,14 +445,16 @@ int main(int argc, char **argv)
 			       "\"min_ns\": %llu, \"p50_ns\": %llu, \"mean_ns\": %.1f, \"p90_ns\": %llu, "
 			       "\"p99_ns\": %llu, \"p999_ns\": %llu, \"p9999_ns\": %llu, \"max_ns\": %llu, "
 			       "\"stolen_ns\": %llu, \"stolen_percent\": %.6f, \"gaps\": %llu, "
-			       "\"dropped\": %llu, \"loops\": %llu", i ? "," : "", sp[i].cpu,
+			       "\"dropped\": %llu, \"loops\": %llu, \"watched_ns\": %llu",
+			       i ? "," : "", sp[i].cpu,
 			       (unsigned long long)st.n, (double)st.n / runtime,
 			       (unsigned long long)st.min, (unsigned long long)st.p50, st.mean,
 			       (unsigned long long)st.p90, (unsigned long long)st.p99,
 			       (unsigned long long)st.p999, (unsigned long long)st.p9999,
 			       (unsigned long long)st.max, (unsigned long long)st.total, pct,
 			       (unsigned long long)sp[i].gaps, (unsigned long long)sp[i].dropped,
-			       (unsigned long long)sp[i].loops);
+			       (unsigned long long)sp[i].loops,
+			       (unsigned long long)tsc_ticks_to_ns(&clk.conv, sp[i].watched));
 			jitter_print_causes_json(&sp[i], &clk.conv, steal[i]);
 			printf("}");
 		} else {
