@@ -5,7 +5,8 @@
 # nothing; competing spinners pinned to the same CPU cost what the
 # scheduler's fair share says (one: about half, two: about two thirds),
 # and the sweep table orders them (these three on a CPU that is not
-# emulated); the JSON validates; no spinner outlives the run.
+# emulated); the JSON validates; a command that ends during the counting
+# fails the run; no spinner outlives the run.
 #
 # Usage: tsc_interference_test.sh TOOL SCHEMA
 
@@ -16,7 +17,7 @@ schema=${2:?usage}
 
 cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 
-ktap_plan 12
+ktap_plan 13
 "$tool" --help | grep -q '^Usage: tsc-interference'
 ktap_check "--help prints the usage" test "${PIPESTATUS[0]}" = 0
 usage_errors "$tool" "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--runs 0" \
@@ -102,6 +103,14 @@ best_of_three "$out" --sweep 1,2 -- taskset -c "$cpu" sh -c \
 expect "one competing spinner takes 35-65%" '35 <= j["rows"][0]["lost_percent"] <= 65'
 expect "two take 50-80%, more than one" \
 	'50 <= j["rows"][1]["lost_percent"] <= 80 and j["rows"][1]["lost_percent"] > j["rows"][0]["lost_percent"]'
+# A command that ends while it is counted against: part of the count ran
+# without it, which is not its cost, so the run fails.  It ends 0.4 s
+# into the 1 s of counting (after the baseline's 1 s and 0.2 s to settle).
+run -- sh -c 'sleep 0.6; exit 5' > "$tmp/ended.json" 2> "$tmp/err"; st=$?
+echo "# a command that ends mid-count: exit $st: $(head -n 1 "$tmp/err")"
+ktap_check "a command ending during the counting: exit 3, no result, and why" \
+	test $st = 3 -a ! -s "$tmp/ended.json" \
+	-a -n "$(grep -l 'ended during the counting (status 5)' "$tmp/err")"
 # pgrep exits 1 when nothing matches (and 127 if it is missing: a failure).
 pgrep -f 'while :; do :; done' > /dev/null
 ktap_check "no spinner is left behind" test $? = 1

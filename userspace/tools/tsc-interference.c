@@ -139,6 +139,24 @@ static pid_t start(char **argv)
 	return pid;
 }
 
+/*
+ * Whether the command ended by itself: then *status is its exit status,
+ * or 128 and the signal that ended it, what is left of its process group
+ * is killed, and it is reaped.  Looked at without reaping (WNOWAIT): the
+ * zombie keeps its pid, so that the group killed is still its own.
+ */
+static bool ended(pid_t pid, int *status)
+{
+	siginfo_t info = { 0 };
+
+	if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) || info.si_pid != pid)
+		return false;
+	*status = info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+	kill(-pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return true;
+}
+
 /* SIGINT first (perf writes its data then), SIGKILL after 2 s. */
 static int stop(pid_t pid)
 {
@@ -278,12 +296,18 @@ int main(int argc, char **argv)
 			return EXIT_FAIL;
 		}
 		nanosleep(&settle, NULL);	/* let it get going */
-		if (waitpid(pid, &status, WNOHANG) == pid) {
+		if (ended(pid, &status)) {
 			fprintf(stderr, "tsc-interference: the command ended before the counting began (status %d)\n",
-				WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+				status);
 			return EXIT_FAIL;
 		}
 		rows[v] = measure(ticks, (unsigned int)runs);
+		/* Counted partly without it: not its cost. */
+		if (ended(pid, &status)) {
+			fprintf(stderr, "tsc-interference: the command ended during the counting (status %d): its cost was not measured\n",
+				status);
+			return EXIT_FAIL;
+		}
 		stop(pid);
 	}
 	after = measure(ticks, (unsigned int)runs);
