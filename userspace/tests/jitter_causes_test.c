@@ -9,8 +9,10 @@
  * sleep, which would be a cause of its own.  Without perf the test skips,
  * with the reason the tool would print.
  *
- * And a read that took longer than it should: a gap inside it, found.
+ * And a read that took longer than it should: a gap inside it, found;
+ * and gaps with nothing to read, counted as not attributed.
  */
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +137,60 @@ TEST(a_gap_inside_a_read_is_found_and_not_attributed)
 	TH_LOG("reads' median %.2f us, cheapest %.2f us", tsc_ticks_to_ns(&clk.conv, median) / 1e3,
 	       tsc_ticks_to_ns(&clk.conv, sorted[0]) / 1e3);
 	jc_finish(&c);
+	jc_close(&c);
+}
+
+/*
+ * Every gap handed over is either put down to causes or counted as not
+ * attributed, also where there is nothing to read: no counter opened
+ * (without perf, from the start), or a read that failed (here the
+ * group's leader made to read /dev/null: 0 bytes).  Then the counters
+ * are closed and the failure said, and every later gap is not attributed.
+ */
+TEST(gaps_with_nothing_to_read_are_counted_as_not_attributed)
+{
+	uint64_t threshold, t, end;
+	unsigned int gaps = 0, attributed = 0;
+	struct jc_counters c;
+	bool had_counters;
+	uint32_t causes;
+	TSC_CLOCK(clk);
+
+	ASSERT_EQ(0, tsc_clock_init(&clk, NULL));
+	threshold = tsc_ns_to_ticks(&clk.conv, 1000);
+	/* No rate limit: every gap has its read while there are counters. */
+	jc_open(&c, sched_getcpu(), 0, 1, threshold);
+	jc_start(&c);
+	had_counters = c.group >= 0 || (c.smi >= 0 && c.smi_per_gap);
+	TH_LOG("%s", had_counters ? "counters open: one made to fail" : "no counters: none to read");
+	if (had_counters) {
+		int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		for (int i = 0; i < 4; i++, gaps++) {
+			t = tsc_rdtsc_ordered();
+			EXPECT_TRUE(jc_gap(&c, t, threshold + 1, &causes, &end));
+			attributed += causes != 0;
+		}
+		EXPECT_EQ(4, attributed);
+		ASSERT_LE(0, null_fd);
+		ASSERT_EQ(c.group >= 0 ? c.group : c.smi,
+			  dup2(null_fd, c.group >= 0 ? c.group : c.smi));
+		close(null_fd);
+		EXPECT_EQ('\0', c.failed[0]);
+	}
+	for (int i = 0; i < 4; i++, gaps++) {
+		t = tsc_rdtsc_ordered();
+		EXPECT_FALSE(jc_gap(&c, t, threshold + 1, &causes, &end));
+		EXPECT_EQ(0, causes);
+	}
+	jc_finish(&c);
+	EXPECT_EQ(gaps, attributed + c.held);
+	if (had_counters) {
+		TH_LOG("%s", c.failed);
+		EXPECT_NE('\0', c.failed[0]);
+		EXPECT_GT(0, c.group);
+		EXPECT_GT(0, c.smi);
+	}
 	jc_close(&c);
 }
 

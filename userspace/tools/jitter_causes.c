@@ -198,6 +198,12 @@ void jc_open(struct jc_counters *c, int cpu, uint64_t interval_ticks, unsigned i
 	open_smi(c, cpu, slow_ticks);
 }
 
+/* Whether there is anything to read after a gap. */
+static bool readable(const struct jc_counters *c)
+{
+	return c->group >= 0 || (c->smi >= 0 && c->smi_per_gap);
+}
+
 /* The counters now: false if a read failed (then nothing is attributed). */
 static bool read_all(struct jc_counters *c, uint64_t *vals, uint64_t *smi)
 {
@@ -233,6 +239,21 @@ static void keep_read(struct jc_counters *c, uint64_t ticks)
 		c->read_kept++;
 }
 
+/*
+ * A read failed: the counters are closed, every gap from here on is not
+ * attributed, and the outputs say why.  errno is the read's, or 0 for a
+ * short one.
+ */
+static void give_up(struct jc_counters *c)
+{
+	int err = errno;
+
+	snprintf(c->failed, sizeof(c->failed),
+		 "reading the counters failed after %llu reads (%s): the gaps from then on not attributed",
+		 (unsigned long long)c->reads, err ? strerror(err) : "a short read");
+	jc_close(c);
+}
+
 void jc_start(struct jc_counters *c)
 {
 	c->last_smi = c->smi_start = read_smi(c, 0);
@@ -240,8 +261,9 @@ void jc_start(struct jc_counters *c)
 	for (int i = 0; i < 4; i++) {
 		uint64_t t0 = tsc_rdtsc_ordered();
 
+		errno = 0;
 		if (!read_all(c, c->last, &c->last_smi)) {
-			jc_close(c);
+			give_up(c);
 			return;
 		}
 		keep_read(c, tsc_rdtsc_ordered() - t0);
@@ -272,15 +294,20 @@ bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *cause
 	bool moved[JC_NR] = { false };
 
 	*causes = 0;
-	if (c->group < 0 && !c->smi_per_gap)
-		return false;
 	c->pending++;
 	c->pending_ticks += ticks;
+	/* No counter opened, or a read failed: nothing will tell it. */
+	if (!readable(c)) {
+		hold_pending(c);
+		return false;
+	}
 	/* The generic cell rate algorithm: due at tat, or up to a burst early. */
 	if ((int64_t)(c->tat - now) > (int64_t)c->burst_ticks)
 		return false;
+	errno = 0;
 	if (!read_all(c, vals, &smi)) {
-		jc_close(c);
+		give_up(c);
+		hold_pending(c);
 		return false;
 	}
 	for (unsigned int i = 0; i < c->nr; i++)

@@ -61,13 +61,15 @@ struct jc_counters {
 	char why[JC_NR][128];	/* why one is not counted */
 	/* What the run found. */
 	struct jc_tally tally[JC_NR];
-	uint64_t held, held_ticks; /* gaps with others since a read: not attributed */
+	/* Not attributed: gaps with others since a read, or with nothing to read. */
+	uint64_t held, held_ticks;
 	uint64_t reads, read_ticks;
 	uint64_t read_min;	/* ticks the cheapest read took */
 	uint64_t read_recent[JC_READS_KEPT]; /* the last reads' ticks, a ring */
 	unsigned int read_next, read_kept;
 	uint64_t smis;		/* SMIs in the whole run, if smi_run */
 	bool smi_run;		/* the SMI counter opened */
+	char failed[160];	/* why reads stopped mid-run; "" if they did not */
 };
 
 /*
@@ -89,6 +91,9 @@ void jc_start(struct jc_counters *c);
  * of ours, and checks it for a gap of its own (jc_gap_in_read).  *causes
  * gets this gap's causes, 1 << JC_* (JC_UNEXPLAINED if none moved), or
  * 0 if it is not attributed (no read, or a read shared with another).
+ * Where there is nothing to read (no counter opened, or a read failed:
+ * then 'failed' says why and the counters are closed), the gap is
+ * counted as not attributed at once.
  */
 bool jc_gap(struct jc_counters *c, uint64_t now, uint64_t ticks, uint32_t *causes,
 	    uint64_t *end);

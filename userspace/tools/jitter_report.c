@@ -120,7 +120,11 @@ void jitter_print_causes(const struct spinner *s, const struct tsc_conv *conv, u
 		       (unsigned long long)tsc_ticks_to_ns(conv, t->ticks),
 		       (unsigned long long)tsc_ticks_to_ns(conv, t->max_ticks));
 	}
-	if (c->held)
+	if (c->held && c->failed[0])
+		printf("    %-14s %9llu %14llu  (reads shared, or after the counters failed)\n",
+		       "not attributed", (unsigned long long)c->held,
+		       (unsigned long long)tsc_ticks_to_ns(conv, c->held_ticks));
+	else if (c->held)
 		printf("    %-14s %9llu %14llu  (reads shared: more than %d a second)\n",
 		       "not attributed", (unsigned long long)c->held,
 		       (unsigned long long)tsc_ticks_to_ns(conv, c->held_ticks),
@@ -232,7 +236,7 @@ void jitter_print_prometheus(const struct spinner *sp, const struct stats *stats
 	cause_metric(sp, n, conv, "tsc_jitter_cause_gaps", "Gaps put down to a cause (a gap counts under each cause whose count moved); unexplained: none moved.", 0);
 	cause_metric(sp, n, conv, "tsc_jitter_cause_seconds", "Time of the gaps put down to a cause.", 1);
 	cause_metric(sp, n, conv, "tsc_jitter_cause_max_seconds", "The longest gap put down to a cause.", 2);
-	printf("# HELP tsc_jitter_not_attributed_gaps Gaps that shared a counter read with another (reads are rate-limited), or fell inside one.\n"
+	printf("# HELP tsc_jitter_not_attributed_gaps Gaps that shared a counter read with another (reads are rate-limited), fell inside one, or had no counters to read.\n"
 	       "# TYPE tsc_jitter_not_attributed_gaps gauge\n");
 	for (int i = 0; i < n; i++)
 		printf("tsc_jitter_not_attributed_gaps{cpu=\"%d\"} %llu\n", sp[i].cpu,

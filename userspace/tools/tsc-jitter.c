@@ -397,6 +397,14 @@ int main(int argc, char **argv)
 		now = steal_ns(sp[i].cpu);
 		steal[i] = now == UINT64_MAX || steal[i] == UINT64_MAX ? UINT64_MAX : now - steal[i];
 	}
+	/* Counters that failed mid-run: a warning of that CPU's, said at once. */
+	for (int i = 0; i < n; i++) {
+		if (!sp[i].jc.failed[0])
+			continue;
+		fprintf(stderr, "tsc-jitter: warning: cpu%d: %s\n", sp[i].cpu, sp[i].jc.failed);
+		snprintf(warnings + strlen(warnings), sizeof(warnings) - strlen(warnings), "%scpu%d: %s",
+			 warnings[0] ? "; " : "", sp[i].cpu, sp[i].jc.failed);
+	}
 	/* The same on every CPU: said once, where the output has no place for it. */
 	jc_missing(&sp[0].jc, missing, sizeof(missing));
 	if (missing[0] && prometheus)
