@@ -49,7 +49,7 @@ PY
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 33
+ktap_plan 34
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--sysfs-root" \
@@ -118,6 +118,16 @@ echo "# failing report: exit $st: $(head -n 1 "$tmp/err")"
 ktap_check "--output: a failed report (exit 3) leaves the file as it was, no temporary file" \
 	test $st = 3 -a "$(stat -c %i "$tmp/textfile/tsc.prom")" = "$ino" -a "$(ls -A "$tmp/textfile")" = tsc.prom
 ktap_check "--output: its content unchanged" cmp "$tmp/textfile/tsc.prom" "$tmp/before"
+# Standard output that cannot be written (a full disk): the report is
+# lost, which fails the run (exit 3), whatever the verdict.
+name="standard output not written (/dev/full): exit 3 with a message"
+if [ -c /dev/full ]; then
+	"$tool" --sysfs-root "$tmp/good" --json > /dev/full 2> "$tmp/err"; st=$?
+	echo "# to /dev/full: exit $st: $(head -n 1 "$tmp/err")"
+	ktap_check "$name" test $st = 3 -a -n "$(grep -l 'standard output' "$tmp/err")"
+else
+	ktap_skip "$name" "no /dev/full here"
+fi
 
 # Each source on its own beside the chosen one: the fake 1 MHz file and
 # this machine's calibration, which cannot agree.

@@ -139,6 +139,16 @@ int cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+int cli_exit(const char *tool, int status)
+{
+	errno = 0;
+	if (!fflush(stdout) && !ferror(stdout))
+		return status;
+	/* An earlier write's error is in the stream's flag only. */
+	fprintf(stderr, "%s: standard output: %s\n", tool, errno ? strerror(errno) : "a write failed");
+	return EXIT_FAIL;
+}
+
 void cli_json_str(FILE *f, const char *s)
 {
 	fputc('"', f);

@@ -14,6 +14,7 @@
 #include "cpulist.h"
 
 #define EXIT_USAGE	2
+#define EXIT_FAIL	3
 
 /*
  * A CPU list such as "0,2-5" into set; every CPU must be in 'allowed'
@@ -37,5 +38,12 @@ int cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
 /* s as a JSON string, quoted and escaped, to f. */
 void cli_json_str(FILE *f, const char *s);
+
+/*
+ * A tool's exit status: 'status', or EXIT_FAIL after a message if its
+ * standard output could not all be written (a full disk, say): a report
+ * lost is a run that failed.
+ */
+int cli_exit(const char *tool, int status);
 
 #endif /* TSC_CLI_H */

@@ -55,7 +55,6 @@
 #include "coreclock_calc.h"
 #include "libtsc.h"
 
-#define EXIT_FAIL	3
 #define MAX_REPS	1000	/* --reps at most: the rows of timings */
 
 static const char usage[] =
@@ -206,10 +205,10 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			fputs(usage, stdout);
-			return 0;
+			return cli_exit("tsc-coreclock", 0);
 		case 'V':
 			puts("tsc-coreclock " TSC_VERSION);
-			return 0;
+			return cli_exit("tsc-coreclock", 0);
 		default:
 			fputs(usage, stderr);
 			return EXIT_USAGE;
@@ -277,7 +276,7 @@ int main(int argc, char **argv)
 			       "\"ipc\": %.4f}", v ? "," : "", variants[v].v.name, variants[v].v.chains,
 			       variants[v].v.ops, med[v], lo[v], hi[v], ipc[v]);
 		printf("\n  ]\n}\n");
-		return 0;
+		return cli_exit("tsc-coreclock", 0);
 	}
 	printf("cpu%d: TSC at %.3f MHz (%s); %llu timings of %llu ms per variant\n",
 	       cpu, clk.freq.hz / 1e6, tsc_source_name(clk.freq.source),
@@ -300,5 +299,5 @@ int main(int argc, char **argv)
 	       res.nops_per_cycle);
 	printf("                 %.2f adds per cycle from a body past the L1i (fetch and decode)\n",
 	       res.cold_width);
-	return 0;
+	return cli_exit("tsc-coreclock", 0);
 }

@@ -30,7 +30,6 @@
 #include "cli.h"
 #include "libtsc.h"
 
-#define EXIT_FAIL	3
 #define MAX_VALUES	64
 #define MAX_RUNS	100
 
@@ -224,10 +223,10 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			fputs(usage, stdout);
-			return 0;
+			return cli_exit("tsc-interference", 0);
 		case 'V':
 			puts("tsc-interference " TSC_VERSION);
-			return 0;
+			return cli_exit("tsc-interference", 0);
 		default:
 			fputs(usage, stderr);
 			return EXIT_USAGE;
@@ -344,7 +343,7 @@ int main(int argc, char **argv)
 				       (1 - (double)rows[v].median / base) * 100);
 			}
 			printf("\n  ]\n}\n");
-			return 0;
+			return cli_exit("tsc-interference", 0);
 		}
 		printf("cpu%d, %llu counts of %.3f s each (median), units of 64 dependent adds\n",
 		       cpu, (unsigned long long)runs, seconds);
@@ -358,5 +357,5 @@ int main(int argc, char **argv)
 		       (unsigned long long)after.median,
 		       (1 - (double)after.median / (double)before.median) * 100);
 	}
-	return 0;
+	return cli_exit("tsc-interference", 0);
 }

@@ -42,7 +42,6 @@
 #include "jitter_causes.h"
 #include "libtsc.h"
 
-#define EXIT_FAIL	3
 
 static const char usage[] =
 "Usage: tsc-jitter [--cores LIST] [--runtime SECONDS] [--threshold NS]\n"
@@ -244,10 +243,10 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			fputs(usage, stdout);
-			return 0;
+			return cli_exit("tsc-jitter", 0);
 		case 'V':
 			puts("tsc-jitter " TSC_VERSION);
-			return 0;
+			return cli_exit("tsc-jitter", 0);
 		default:
 			fputs(usage, stderr);
 			return EXIT_USAGE;
@@ -507,5 +506,5 @@ dump:
 	}
 	free_run(sp, n, stats);
 	free(steal);
-	return ret;
+	return cli_exit("tsc-jitter", ret);
 }

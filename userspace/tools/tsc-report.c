@@ -492,10 +492,10 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			fputs(usage, stdout);
-			return 0;
+			return cli_exit("tsc-report", 0);
 		case 'V':
 			puts("tsc-report " TSC_VERSION);
-			return 0;
+			return cli_exit("tsc-report", 0);
 		default:
 			fputs(usage, stderr);
 			return EXIT_USAGE;
@@ -559,7 +559,7 @@ int main(int argc, char **argv)
 			return EXIT_FAILURE_;
 		}
 	}
-	return err;
+	return cli_exit("tsc-report", err);
 
 fail:
 	if (output)
