@@ -5,8 +5,9 @@
 # nothing; competing spinners pinned to the same CPU cost what the
 # scheduler's fair share says (one: about half, two: about two thirds),
 # and the sweep table orders them (these three on a CPU that is not
-# emulated); the JSON validates; a command that ends during the counting
-# fails the run; no spinner outlives the run.
+# emulated); the JSON validates; every {} takes the sweep's value; a
+# command that ends during the counting fails the run; no spinner
+# outlives the run.
 #
 # Usage: tsc_interference_test.sh TOOL SCHEMA
 
@@ -17,7 +18,7 @@ schema=${2:?usage}
 
 cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 
-ktap_plan 13
+ktap_plan 14
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-interference' "$tmp/help")"
 usage_errors "$tool" "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--runs 0" \
@@ -103,6 +104,14 @@ best_of_three "$out" --sweep 1,2 -- taskset -c "$cpu" sh -c \
 expect "one competing spinner takes 35-65%" '35 <= j["rows"][0]["lost_percent"] <= 65'
 expect "two take 50-80%, more than one" \
 	'50 <= j["rows"][1]["lost_percent"] <= 80 and j["rows"][1]["lost_percent"] > j["rows"][0]["lost_percent"]'
+# --sweep puts its value for every {} of an argument, as GNU find -exec
+# does, not only the first.  The command says what it was given, then
+# waits to be stopped.
+# shellcheck disable=SC2016 # expanded by that shell
+"$tool" --cpu "$cpu" --seconds 0.5 --runs 1 --sweep 7 -- \
+	sh -c 'echo "$1" > "$2"; exec sleep 60' sh '{}a{}b{}' "$tmp/args" > /dev/null
+echo "# '{}a{}b{}' with 7: $(cat "$tmp/args")"
+ktap_check "--sweep: every {} of an argument takes the value" test "$(cat "$tmp/args")" = 7a7b7
 # A command that ends while it is counted against: part of the count ran
 # without it, which is not its cost, so the run fails.  It ends 0.4 s
 # into the 1 s of counting (after the baseline's 1 s and 0.2 s to settle).

@@ -95,9 +95,31 @@ static void free_argv(char **argv)
 	free(argv);
 }
 
+/* arg with every "{}" replaced by value, as GNU find -exec does; NULL if out of memory. */
+static char *fill(const char *arg, const char *value)
+{
+	size_t n = 0;
+	char *out, *o;
+
+	for (const char *at = strstr(arg, "{}"); at; at = strstr(at + 2, "{}"))
+		n++;
+	out = malloc(strlen(arg) - 2 * n + n * strlen(value) + 1);
+	for (o = out; out && *arg;) {
+		if (arg[0] == '{' && arg[1] == '}') {
+			o = stpcpy(o, value);
+			arg += 2;
+		} else {
+			*o++ = *arg++;
+		}
+	}
+	if (out)
+		*o = '\0';
+	return out;
+}
+
 /*
- * The command with the first "{}" of each argument replaced by value
- * (NULL: as it is); NULL if out of memory, or if there is no command.
+ * The command with every "{}" replaced by value (NULL: as it is); NULL
+ * if out of memory, or if there is no command.
  */
 static char **expand(char **cmd, int argc, const char *value)
 {
@@ -107,13 +129,7 @@ static char **expand(char **cmd, int argc, const char *value)
 		return NULL;
 	out = calloc((size_t)argc + 1, sizeof(*out));
 	for (int i = 0; out && i < argc; i++) {
-		const char *at = value ? strstr(cmd[i], "{}") : NULL;
-
-		if (!at) {
-			out[i] = strdup(cmd[i]);
-		} else if ((out[i] = malloc(strlen(cmd[i]) + strlen(value) + 1))) {
-			sprintf(out[i], "%.*s%s%s", (int)(at - cmd[i]), cmd[i], value, at + 2);
-		}
+		out[i] = value ? fill(cmd[i], value) : strdup(cmd[i]);
 		if (!out[i]) {
 			free_argv(out);
 			out = NULL;
