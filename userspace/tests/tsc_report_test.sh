@@ -49,10 +49,11 @@ PY
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 34
+ktap_plan 36
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--sysfs-root" \
+	"--sysfs-root $tmp/missing" "--sysfs-root /dev/null" \
 	"--output $tmp/missing/tsc.prom" "--output $tmp"
 
 fake_root "$tmp/good" 0 2600002

@@ -484,9 +484,22 @@ int main(int argc, char **argv)
 		case 'v':
 			verify = true;
 			break;
-		case 'r':
+		case 'r': {
+			const char *why = NULL;
+			struct stat st;
+
+			/* Else every file is missing, and the fallbacks hide the typo. */
+			if (stat(optarg, &st))
+				why = strerror(errno);
+			else if (!S_ISDIR(st.st_mode))
+				why = "not a directory";
+			if (why) {
+				fprintf(stderr, "tsc-report: --sysfs-root %s: %s\n", optarg, why);
+				return EXIT_USAGE;
+			}
 			root = optarg;
 			break;
+		}
 		case 'o':
 			output = optarg;
 			break;
