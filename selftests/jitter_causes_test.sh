@@ -49,7 +49,9 @@ for mode in "${modes[@]}"; do
 	watch "$mode"; st=$?
 	wait $pid; inj=$?
 	if [ $inj = 4 ]; then
-		ktap_skip "$mode: at least 90% put down to it" "$(head -n 1 "$tmp/$mode.err")"
+		why=$(head -n 1 "$tmp/$mode.err")
+		ktap_skip "$mode: at least 90% put down to it" \
+			"${why:-cause_inject cannot inject $mode here (exit 4, no reason given)}"
 		continue
 	fi
 	if [ $st != 0 ] || [ $inj != 0 ]; then
