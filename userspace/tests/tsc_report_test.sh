@@ -49,10 +49,10 @@ PY
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 36
+ktap_plan 38
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
-usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--sysfs-root" \
+usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--prometheus --json" "--sysfs-root" \
 	"--sysfs-root $tmp/missing" "--sysfs-root /dev/null" \
 	"--output $tmp/missing/tsc.prom" "--output $tmp"
 
@@ -72,6 +72,12 @@ ktap_check "the system clock: the page's path, at its rate ($rate mHz)" test "$g
 want=$([ $invariant = True ] && echo 0 || echo 1)
 echo "# invariant TSC per /proc/cpuinfo: $invariant, exit $st"
 ktap_check "exit status is the verdict ($want)" test $st = "$want" -a "$(json "$tmp/good.json" 'j["verdict"]["trustworthy"]')" = $invariant
+
+# The same format twice is that format, not a clash with the other.
+"$tool" --sysfs-root "$tmp/good" --json --json > "$tmp/twice.json" 2> "$tmp/err"; st=$?
+echo "# --json --json: exit $st: $(head -n 1 "$tmp/err")"
+ktap_check "--json twice: JSON, no usage error" \
+	test $st -le 1 -a "$(json "$tmp/twice.json" 'j["schema_version"]')" = 1
 
 "$tool" --sysfs-root "$tmp/good" --prometheus > "$tmp/good.prom"
 ktap_check "promtool accepts the Prometheus text" promtool check metrics < "$tmp/good.prom"

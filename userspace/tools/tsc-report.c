@@ -472,7 +472,8 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'j':
 		case 'p':
-			if (format != HUMAN) {
+			/* The same one twice is that one, as the other tools take it. */
+			if (format != HUMAN && format != (opt == 'j' ? JSON : PROMETHEUS)) {
 				fprintf(stderr, "tsc-report: --json and --prometheus exclude each other\n");
 				return EXIT_USAGE;
 			}
