@@ -18,11 +18,11 @@ schema=${2:?usage}
 
 cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 
-ktap_plan 14
+ktap_plan 16
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-interference' "$tmp/help")"
 usage_errors "$tool" "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--runs 0" \
-	"--sweep , -- echo {}"
+	"--sweep , -- echo {}" "--sweep 1,,2 -- echo {}" "--sweep 1, -- echo {}"
 
 # A count measures the command only while the CPU's capacity stays the
 # same.  Under TCG it is the host's: a 1-vCPU guest on an idle 2-CPU host

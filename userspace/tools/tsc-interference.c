@@ -252,9 +252,11 @@ int main(int argc, char **argv)
 	for (int i = optind; i < argc; i++)
 		templated |= strstr(argv[i], "{}") != NULL;
 	if (sweep) {
-		for (char *v = strtok(sweep, ","); v; v = strtok(NULL, ",")) {
+		/* strsep, not strtok: "1,,2" has an empty value, not two. */
+		for (char *p = sweep, *v; (v = strsep(&p, ","));) {
 			if (nvalues == MAX_VALUES || !*v) {
-				fprintf(stderr, "tsc-interference: --sweep: 1 to %d values\n", MAX_VALUES);
+				fprintf(stderr, "tsc-interference: --sweep: 1 to %d values, none empty\n",
+					MAX_VALUES);
 				return EXIT_USAGE;
 			}
 			values[nvalues++] = v;
