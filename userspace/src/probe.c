@@ -139,6 +139,14 @@ static int race(const int *cpus, unsigned int n, struct run *run, uint64_t deadl
 	return err;
 }
 
+/*
+ * The claims of one race at most: 16 MiB of log.  The estimators add up
+ * across races, so that on many CPUs, where a CPU's runs between two of
+ * the reference's are rare, races of this size go on until the deadline
+ * instead of a log that grows to hundreds of MiB.
+ */
+#define MAX_CLAIMS	(1u << 20)
+
 int tsc__probe_offsets(const int *cpus, unsigned int n, unsigned int ref,
 		       unsigned int min_rounds, unsigned int max_ms,
 		       struct tscfk_offset_est *est, bool *warp)
@@ -163,7 +171,7 @@ int tsc__probe_offsets(const int *cpus, unsigned int n, unsigned int ref,
 	while (!err && ms_now() < deadline) {
 		bool enough = true;
 
-		run->cap = cap < (1u << 24) ? cap : (1u << 24);
+		run->cap = cap < MAX_CLAIMS ? cap : MAX_CLAIMS;
 		run->log = calloc(run->cap, sizeof(*run->log));
 		if (!run->log) {
 			err = tsc__fail(-ENOMEM, "probe: out of memory");
