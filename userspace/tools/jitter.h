@@ -24,6 +24,8 @@
  */
 #define READ_INTERVAL_NS	100000
 #define READ_BURST		64
+/* How long the spinners have to open their counters before the start. */
+#define READY_MAX_MS		10000
 
 struct event {
 	uint64_t start, ticks;
@@ -41,6 +43,7 @@ struct spinner {
 	int cpu;
 	uint64_t threshold, end;	/* ticks */
 	atomic_bool *go;
+	atomic_int *ready;		/* counted up once its counters are open */
 	sem_t *refill;			/* posted when the spare is taken */
 	struct chunk *head, *cur;
 	_Atomic(struct chunk *) spare;	/* refilled by the main thread */

@@ -98,6 +98,7 @@ static void *spin(void *arg)
 
 	/* Opened by this thread: per-thread counters count this thread. */
 	jc_open(&s->jc, s->cpu, s->read_interval, READ_BURST, s->smi_slow);
+	atomic_fetch_add_explicit(s->ready, 1, memory_order_release);
 	while (!atomic_load_explicit(s->go, memory_order_acquire))
 		;
 	jc_start(&s->jc);
@@ -205,6 +206,7 @@ int main(int argc, char **argv)
 	struct stats *stats;
 	TSC_CLOCK(clk);
 	atomic_bool go = false;
+	atomic_int ready = 0;
 	sem_t refill;
 	int opt, n = 0, ret = 0;
 	FILE *out = NULL;
@@ -300,7 +302,7 @@ int main(int argc, char **argv)
 	for (int c = 0; c < CPU_SETSIZE; c++) {
 		if (!CPU_ISSET(c, &set))
 			continue;
-		sp[n] = (struct spinner){ .cpu = c, .go = &go, .refill = &refill,
+		sp[n] = (struct spinner){ .cpu = c, .go = &go, .ready = &ready, .refill = &refill,
 			.threshold = tsc_ns_to_ticks(&clk.conv, threshold_ns),
 			.read_interval = tsc_ns_to_ticks(&clk.conv, READ_INTERVAL_NS),
 			.smi_slow = tsc_ns_to_ticks(&clk.conv, 1000) };
@@ -361,10 +363,12 @@ int main(int argc, char **argv)
 	/*
 	 * Keep out of the spinners' way: move to a CPU not measured if there
 	 * is one, and sleep until the end or until a spinner takes its spare.
-	 * The end is set just before the start: no spinner watches longer
-	 * than the runtime the outputs divide by.
+	 * The end is set just before the start, once every spinner has its
+	 * counters open (a few system calls each, slow under a sanitizer):
+	 * each watches the runtime the outputs divide by, no less, no more.
 	 */
 	{
+		const struct timespec ms = { 0, 1000000 };
 		cpu_set_t rest;
 		struct timespec until;
 		uint64_t end;
@@ -373,6 +377,11 @@ int main(int argc, char **argv)
 		/* Best effort: where it fails, the main thread stays put. */
 		if (CPU_COUNT(&rest))
 			(void)sched_setaffinity(0, sizeof(rest), &rest);
+		for (int waited = 0; atomic_load(&ready) < n && waited < READY_MAX_MS; waited++)
+			nanosleep(&ms, NULL);
+		if (atomic_load(&ready) < n)
+			fprintf(stderr, "tsc-jitter: warning: %d of %d spinners not ready after %d ms: they watch less than the runtime (watched_ns)\n",
+				n - atomic_load(&ready), n, READY_MAX_MS);
 		for (int i = 0; i < n; i++)
 			steal[i] = steal_ns(sp[i].cpu);
 		end = tsc_rdtsc_ordered() + tsc_ns_to_ticks(&clk.conv, (uint64_t)(runtime * 1e9));
