@@ -214,7 +214,7 @@ static int userspace_offsets(const char *root, struct tsc_report *r, unsigned in
 			}
 		}
 		r->max_skew_ticks = tscfk_skew_max(&skew);
-		r->monotonic = all && skew.monotonic && !warp;
+		r->monotonic = all && !*outside && skew.monotonic && !warp;
 	}
 	free(cpus);
 	free(est);
@@ -261,7 +261,9 @@ static void judge(struct tsc_report *r, unsigned int outside)
 		say(r, "the kernel marked the TSC unstable");
 	if (outside)
 		say(r, "%u online CPU(s) outside this thread's CPU affinity, not measured", outside);
-	if (r->offsets_source != TSC_OFFSETS_NONE && !r->monotonic && r->reference_cpu >= 0) {
+	if (r->offsets_source != TSC_OFFSETS_NONE && !r->monotonic && r->reference_cpu < 0) {
+		say(r, "no CPU measured against a reference yet");
+	} else if (r->offsets_source != TSC_OFFSETS_NONE && !r->monotonic) {
 		if (blame)
 			say(r, "%u CPU(s) showed offsets that moved during the measurement", blame);
 		say(r, "not every CPU proven never to step back against cpu%d%s", r->reference_cpu,

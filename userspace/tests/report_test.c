@@ -185,6 +185,23 @@ TEST_F(module, the_kernel_distrusting_it_means_no)
 }
 
 /* A CPU gone offline reads ENODATA: unmeasured, not an error. */
+/* Loaded, not measured yet: no reference, and the verdict says so. */
+TEST_F(module, before_the_first_measurement)
+{
+	struct tsc_report r;
+	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
+
+	fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/reference_cpu", "-1\n");
+	fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/monotonic_vs_reference", "0\n");
+	fake_put(_metadata, self->dir, "/devices/system/cpu/cpu0/tsc/status", "unmeasured\n");
+	fake_put(_metadata, self->dir, "/devices/system/cpu/cpu1/tsc/status", "unmeasured\n");
+	ASSERT_EQ(0, tsc_report_get(&r, &o)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("%s", r.verdict);
+	EXPECT_FALSE(r.trustworthy);
+	EXPECT_NE(NULL, strstr(r.verdict, "no CPU measured against a reference yet"));
+	tsc_report_free(&r);
+}
+
 TEST_F(module, offline_cpu_is_unmeasured)
 {
 	struct tsc_report r;
@@ -231,53 +248,110 @@ TEST_F(module, bad_files_are_refused)
 }
 
 /*
- * Without the module, a fake sysfs of four CPUs online (possible and
- * online as given), and this thread pinned to cpu0: the userspace probe
- * reaches no other CPU, so nothing is proven of them.
+ * Without the module, a fake sysfs whose CPUs 0 to last are possible, and
+ * online as given; this thread's CPUs as given (NULL: as they are).
  */
-static void pinned_report(struct __test_metadata *_metadata, const char *online,
-			  struct tsc_report *r)
+static void fake_report(struct __test_metadata *_metadata, unsigned int last,
+			const char *online, const cpu_set_t *mask, struct tsc_report *r)
 {
 	char dir[64] = "/tmp/libtsc-report.XXXXXX";
 	TSC_REPORT_OPTS(o, .sysfs_root = dir, .max_ms = 100);
-	cpu_set_t one;
-	char cmd[128];
+	char cmd[128], list[32];
 
 	ASSERT_NE(NULL, mkdtemp(dir));
-	fake_put(_metadata, dir, "/devices/system/cpu/possible", "0-3\n");
+	snprintf(list, sizeof(list), "0-%u\n", last);
+	fake_put(_metadata, dir, "/devices/system/cpu/possible", list);
 	fake_put(_metadata, dir, "/devices/system/cpu/online", online);
-	CPU_ZERO(&one);
-	CPU_SET(0, &one);
-	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+	if (mask)
+		ASSERT_EQ(0, sched_setaffinity(0, sizeof(*mask), mask));
 	ASSERT_EQ(0, tsc_report_get(r, &o)) TH_LOG("%s", tsc_last_error());
 	TH_LOG("online %.*s: %s", (int)strcspn(online, "\n"), online, r->verdict);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	ASSERT_EQ(0, system(cmd));
 }
 
+/* The first CPU this thread may run on, and the last. */
+static void my_cpus(unsigned int *first, unsigned int *last, unsigned int *count)
+{
+	cpu_set_t set;
+
+	*first = *last = *count = 0;
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return;
+	*count = (unsigned int)CPU_COUNT(&set);
+	for (unsigned int c = CPU_SETSIZE; c-- > 0;)
+		if (CPU_ISSET(c, &set)) {
+			*first = c;
+			if (!*last)
+				*last = c;
+		}
+}
+
+/* Pinned to one CPU of four or more online: the others are unreachable. */
 TEST(online_cpus_outside_the_affinity_mean_no)
 {
+	unsigned int me, last, count, cpus;
 	struct tsc_report r;
+	cpu_set_t one;
+	char online[32], want[64];
 
-	pinned_report(_metadata, "0-3\n", &r);
+	my_cpus(&me, &last, &count);
+	cpus = me + 1 > 4 ? me + 1 : 4;
+	snprintf(online, sizeof(online), "0-%u\n", cpus - 1);
+	CPU_ZERO(&one);
+	CPU_SET(me, &one);
+	fake_report(_metadata, cpus - 1, online, &one, &r);
 	EXPECT_EQ(TSC_OFFSETS_USERSPACE, r.offsets_source);
-	EXPECT_EQ(0, r.reference_cpu);
-	EXPECT_EQ(TSC_CPU_REFERENCE, r.cpus[0].status);
-	for (unsigned int i = 1; i < r.ncpus; i++)
-		EXPECT_EQ(TSC_CPU_UNMEASURED, r.cpus[i].status);
+	EXPECT_EQ((int)me, r.reference_cpu);
+	EXPECT_EQ(TSC_CPU_REFERENCE, r.cpus[me].status);
+	for (unsigned int i = 0; i < r.ncpus; i++)
+		if (i != me)
+			EXPECT_EQ(TSC_CPU_UNMEASURED, r.cpus[i].status);
 	EXPECT_FALSE(r.monotonic);
 	EXPECT_FALSE(r.trustworthy);
 	EXPECT_EQ(0, strncmp(r.verdict, "no: ", 4));
-	EXPECT_NE(NULL, strstr(r.verdict, "3 online CPU(s) outside this thread's CPU affinity"));
+	snprintf(want, sizeof(want), "%u online CPU(s) outside this thread's CPU affinity",
+		 cpus - 1);
+	EXPECT_NE(NULL, strstr(r.verdict, want)) TH_LOG("want \"%s\"", want);
+	tsc_report_free(&r);
+}
+
+/*
+ * Every CPU of this thread's measured, one more online beyond them:
+ * measured, yet neither monotonic nor trustworthy, since one is not.
+ */
+TEST(measured_but_one_online_cpu_left_out)
+{
+	unsigned int first, last, count;
+	struct tsc_report r;
+	char online[32];
+
+	my_cpus(&first, &last, &count);
+	if (count < 2)
+		SKIP(return, "one CPU in this thread's affinity: nothing to measure");
+	snprintf(online, sizeof(online), "0-%u\n", last + 1);
+	fake_report(_metadata, last + 1, online, NULL, &r);
+	EXPECT_EQ(TSC_OFFSETS_USERSPACE, r.offsets_source);
+	EXPECT_EQ(TSC_CPU_UNMEASURED, r.cpus[last + 1].status);
+	EXPECT_FALSE(r.monotonic);
+	EXPECT_FALSE(r.trustworthy);
+	EXPECT_NE(NULL, strstr(r.verdict, "1 online CPU(s) outside this thread's CPU affinity"));
 	tsc_report_free(&r);
 }
 
 /* One CPU online of four possible: nothing to compare, and nothing left out. */
 TEST(one_cpu_online_has_nothing_to_compare)
 {
+	unsigned int me, last, count;
 	struct tsc_report r;
+	cpu_set_t one;
+	char online[32];
 
-	pinned_report(_metadata, "0\n", &r);
+	my_cpus(&me, &last, &count);
+	snprintf(online, sizeof(online), "%u\n", me);
+	CPU_ZERO(&one);
+	CPU_SET(me, &one);
+	fake_report(_metadata, me + 1 > 4 ? me : 3, online, &one, &r);
 	EXPECT_EQ(TSC_OFFSETS_NONE, r.offsets_source);
 	EXPECT_EQ(NULL, strstr(r.verdict, "outside"));
 	EXPECT_NE(NULL, strstr(r.verdict, "a single CPU"));

@@ -152,6 +152,9 @@ static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc
 		       ((double)sc->millihz / 1e3 - f->hz) / f->hz * 1e6);
 	if (r->offsets_source == TSC_OFFSETS_NONE) {
 		fprintf(out, "Offsets        a single CPU: nothing to compare\n");
+	} else if (r->reference_cpu < 0) {
+		fprintf(out, "Offsets        none measured yet, by %s\n",
+		       r->offsets_source == TSC_OFFSETS_MODULE ? "the module" : "this tool");
 	} else {
 		fprintf(out, "Offsets        against cpu%d, measured by %s\n", r->reference_cpu,
 		       r->offsets_source == TSC_OFFSETS_MODULE ? "the module" : "this tool");
