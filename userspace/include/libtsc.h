@@ -622,8 +622,9 @@ static inline uint64_t tsc__rdtscp(void)
  * TSC a little behind the one the kernel last read) counts as cycle_last,
  * as the kernel counts it; one more than max_delta past it is not
  * extrapolated (a page nobody updates: a helper starved or gone with a
- * fork, a vCPU stopped for minutes) but clock_gettime()'s, never below
- * what the page gave (tsc__sysclock_slow_bounded()).
+ * fork, a vCPU stopped for minutes) but clock_gettime()'s, held at the
+ * page's value at the bound while that is up to 10 ms ahead
+ * (tsc__sysclock_slow_bounded(); tsc_sysclock_init(3) says when not).
  */
 #define TSC__SYSCLOCK_REALTIME	0
 #define TSC__SYSCLOCK_MONOTONIC	1

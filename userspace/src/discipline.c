@@ -76,6 +76,8 @@ __extension__ typedef unsigned __int128 u128;
 #define FLOOR_SLACK_NS	2		/* two segments' roundings */
 #define LATE_READ_NS	1000		/* a reader's rdtsc after its seq check */
 #define HORIZON_NS	50000		/* new >= old from t0 to this after it */
+#define RENEW_MARGIN_NS	250000000	/* a lease this close to its end is not renewed */
+#define NEAR_BOUND_NS	1000000		/* a sync this close to the bound may not beat it */
 #define SAMPLE_TRIES	8
 /*
  * A sample is used if no wider than this, or than 4 times the narrowest
@@ -103,6 +105,8 @@ struct tsc__discipline {
 	uint32_t generation;
 	struct segment seg;		/* the one on that page */
 	bool have_seg;
+	uint64_t bound_t;		/* the TSC past which readers leave the page */
+	bool lapsed;			/* readers may have left it before a renewal */
 	int64_t real_d, boot_d;		/* REALTIME, BOOTTIME minus MONOTONIC */
 	double ns_per_tick;		/* the system's MONOTONIC, lately */
 	uint64_t max_width;		/* the widest sample used */
@@ -241,13 +245,20 @@ static uint64_t swap(struct tsc__discipline *d)
 
 	if (d->leased && lease < bound)
 		bound = lease;		/* the segment starts now */
-	/* The page, then its bound: see tsc__sysclock_slow_bounded(). */
+	/*
+	 * The page, the old one odd, then the bound (see
+	 * tsc__sysclock_slow_bounded()): a fast reader still holding the
+	 * old page that loads the new bound, longer, finds that page odd
+	 * and takes the slow path, rather than reading it past its own.
+	 */
 	__atomic_store_n(&d->clock->page, (const volatile struct tsc_timepage *)p,
 			 __ATOMIC_RELEASE);
-	__atomic_store_n(&d->clock->max_delta, bound, __ATOMIC_RELEASE);
 	d->cur = !d->cur;
 	__atomic_store_n(&old->seq, __atomic_load_n(&old->seq, __ATOMIC_RELAXED) | 1,
 			 __ATOMIC_RELEASE);
+	__atomic_store_n(&d->clock->max_delta, bound, __ATOMIC_RELEASE);
+	d->bound_t = d->seg.t0 + bound;
+	d->lapsed = false;
 	return tsc_after_stores();
 }
 
@@ -264,25 +275,39 @@ static uint64_t swap(struct tsc__discipline *d)
  * writer that took longer than that (preempted) before the swap builds
  * the segment again from later, and one delayed between the swap and the
  * mark publishes once more from the later of the two.
+ *
+ * A reader past the old page's bound before the swap (and a late one)
+ * read clock_gettime(), which may be above the old segment: then the
+ * new one starts no lower than the system's, sys_ns at sys_t (the
+ * sample's MONOTONIC plus its width: above what any clock_gettime()
+ * before the sample gave), a step forward, in a new generation.
  */
 static void new_segment(struct tsc__discipline *d, double ns_per_tick, bool step,
 			uint64_t sys_t, uint64_t sys_ns)
 {
 	uint64_t horizon = (uint64_t)(HORIZON_NS / ns_per_tick);
 	uint64_t late = (uint64_t)(LATE_READ_NS / ns_per_tick);
+	const uint64_t bound_t = d->bound_t;
 	struct segment old = d->seg;
-	bool had = d->have_seg && !step;
+	bool had = d->have_seg && !step, forward = false;
 
 	for (int tries = 0; tries < 8; tries++) {
 		uint64_t t0 = tsc_rdtsc_ordered(), v0, done;
+		uint64_t sys = sys_ns + (uint64_t)llround((double)(int64_t)(t0 - sys_t) * ns_per_tick);
 
 		if (!had) {
-			v0 = sys_ns + (uint64_t)llround((double)(int64_t)(t0 - sys_t) * ns_per_tick);
+			v0 = sys;
 		} else {
 			double gain = ldexp(old.mult, -(int)old.shift) - ns_per_tick;
 
 			v0 = seg_at(&old, t0) + FLOOR_SLACK_NS +
 			     (gain > 0 ? (uint64_t)ceil(gain * (double)horizon) : 0);
+			if ((d->lapsed || t0 + horizon + late >= bound_t) && sys > v0) {
+				v0 = sys;
+				if (!forward)
+					d->generation++;
+				forward = true;
+			}
 		}
 		d->seg = segment(t0, v0, ns_per_tick);
 		d->have_seg = true;
@@ -361,8 +386,8 @@ static int sync_locked(struct tsc__discipline *d)
 	/* An offset read twice moves by up to the two samples' widths. */
 	const long long offset_step = OFFSET_STEP_NS > 2 * (long long)d->max_width ?
 				      OFFSET_STEP_NS : 2 * (long long)d->max_width;
-	bool gap, suspended, stale, stepped = false;
-	uint64_t interval, horizon;
+	bool gap, suspended, near, stepped = false;
+	uint64_t interval, horizon, above;
 	double rate, corr;
 	struct sample s;
 	int64_t err;
@@ -406,27 +431,32 @@ static int sync_locked(struct tsc__discipline *d)
 	/* Learnt whatever this sync does: the next page's bound follows it. */
 	horizon = tsc__discipline_horizon(d->intervals, interval);
 	/*
-	 * Past its bound, the page sent its readers to clock_gettime(): if
-	 * the clock is behind the system's (or within the sample's width of
-	 * it), they may have read more than it has now, and it steps
-	 * forward, past anything they can have read before the swap.
+	 * Near or past its bound, readers may leave the page for
+	 * clock_gettime() before the swap: the new page starts no lower than
+	 * the system's clocks, above by the sample's width (new_segment()),
+	 * with the offsets as sampled now; and a step back after a suspend
+	 * no lower than the page's value at its bound, where the readers
+	 * were held if that was within TSC__FLOOR_MAX_NS of the system's.
 	 */
-	stale = s.t > d->seg.t0 &&
-		s.t - d->seg.t0 > __atomic_load_n(&d->clock->max_delta, __ATOMIC_RELAXED);
-	if (stale && err < (int64_t)s.width) {
-		d->generation++;
-		new_segment(d, rate, true, s.t, s.mono + s.width + FLOOR_SLACK_NS);
-		return 0;
+	near = d->lapsed || s.t + (uint64_t)(NEAR_BOUND_NS / rate) >= d->bound_t;
+	above = s.mono + s.width + FLOOR_SLACK_NS;
+	if (near) {
+		d->real_d = s.real_d;
+		d->boot_d = s.boot_d;
 	}
 	if (err < -STEP_NS || (err > STEP_NS && suspended)) {
+		uint64_t from = near ? above : s.mono, held = seg_at(&d->seg, d->bound_t);
+
+		if (near && held > from && held - from <= TSC__FLOOR_MAX_NS)
+			from = held + FLOOR_SLACK_NS;
 		d->generation++;
-		new_segment(d, rate, true, s.t, s.mono);
+		new_segment(d, rate, true, s.t, from);
 		return 0;
 	}
 	if (stepped)
 		d->generation++;
 	corr = tsc__discipline_corr(err, horizon);
-	new_segment(d, rate * (1 + corr), false, 0, 0);
+	new_segment(d, rate * (1 + corr), false, s.t, above);
 	return 0;
 }
 
@@ -453,16 +483,32 @@ int tsc__discipline_sync(struct tsc__discipline *d)
  * asleep.  A shorter suspend no reader can see.  A helper starved for a
  * second is caught the same way.  Never past the segment's own bound,
  * three periods, which holds while syncs keep failing.
+ *
+ * A lease that ended, or ends within RENEW_MARGIN_NS, is not renewed:
+ * readers past it read clock_gettime(), and a longer bound would take
+ * them back to the page, below what they read.  The sync ends it.  One
+ * found to have ended while the renewal was stored all the same (the
+ * helper stalled between its check and its store) marks the page lapsed
+ * and syncs at once, a step forward if the page is behind.
  */
 static void renew(struct tsc__discipline *d)
 {
 	pthread_mutex_lock(&d->lock);
 	if (d->leased && d->have_seg && !d->unusable) {
 		const struct tscfk_clock_page *p = &d->pages[d->cur].p;
-		uint64_t lease = tsc_rdtsc_ordered() - d->seg.t0 + lease_ticks(d);
+		uint64_t now = tsc_rdtsc_ordered(), was = d->bound_t;
+		uint64_t lease = now - d->seg.t0 + lease_ticks(d);
+		uint64_t margin = (uint64_t)(RENEW_MARGIN_NS / ldexp(d->seg.mult, -(int)d->seg.shift));
 
-		__atomic_store_n(&d->clock->max_delta, lease < p->max_cycles ? lease : p->max_cycles,
-				 __ATOMIC_RELEASE);
+		if (now + margin < was) {
+			lease = lease < p->max_cycles ? lease : p->max_cycles;
+			__atomic_store_n(&d->clock->max_delta, lease, __ATOMIC_RELEASE);
+			d->bound_t = d->seg.t0 + lease;
+			if (tsc_after_stores() >= was) {
+				d->lapsed = true;
+				(void)sync_locked(d);
+			}
+		}
 	}
 	pthread_mutex_unlock(&d->lock);
 }

@@ -393,21 +393,22 @@ TEST_F(disc, syncs_stop)
 /*
  * A caller's clock 1000 ppm off (a fake tsc_freq_khz), never synced: at
  * its bound, 3 s past its start, it is 3 ms off the system's.  Three
- * threads read it from 50 ms before the bound to 20 ms past it, when
- * the caller syncs, and 20 ms more: none sees it go back,
+ * threads read it from 50 ms before the bound to 20 ms past it (or
+ * just before it), when the caller syncs, and 20 ms more: none sees it
+ * go back,
  * though its readers leave the page for clock_gettime() at the bound.
  * Ahead (fast), they are held at the page's value there until the
  * system's catches up; behind (slow), they jump forward, and the sync
  * that gives them a page again starts it no lower than they read.
  */
-static void across_the_bound(struct __test_metadata *_metadata, double off_ppm)
+static void across_the_bound(struct __test_metadata *_metadata, double off_ppm, int64_t sync_us)
 {
 	struct tsc_clock clk = { .sz = sizeof(clk) };
 	TSC_OPTS(co, .source = TSC_SOURCE_CALIBRATION, .calibrate_max_ms = 50);
 	struct race r = { 0 };
 	pthread_t readers[2];
 	TSC_SYSCLOCK(c);
-	uint64_t bound, tick_ms, mine = 0;
+	uint64_t bound, tick_ms, sync_t, mine = 0;
 	int64_t ahead, held;
 	uint32_t gen;
 	char dir[64];
@@ -431,7 +432,8 @@ static void across_the_bound(struct __test_metadata *_metadata, double off_ppm)
 	for (int i = 0; i < 2; i++)
 		ASSERT_EQ(0, pthread_create(&readers[i], NULL, reader, &r));
 	/* This thread reads too: whichever threads run across the bound. */
-	while (tsc_rdtsc_ordered() < bound + 20 * tick_ms)
+	sync_t = bound + (uint64_t)(sync_us * (int64_t)tick_ms / 1000);
+	while (tsc_rdtsc_ordered() < sync_t)
 		mine = read_on(&r, mine);
 	held = (int64_t)tsc_sysclock_monotonic(&c) - now(CLOCK_MONOTONIC);
 	ASSERT_EQ(0, tsc_sysclock_sync(&c)) TH_LOG("%s", tsc_last_error());
@@ -440,14 +442,16 @@ static void across_the_bound(struct __test_metadata *_metadata, double off_ppm)
 	r.stop = true;
 	for (int i = 0; i < 2; i++)
 		pthread_join(readers[i], NULL);
-	TH_LOG("20 ms past the bound: %+lld ns off the system's; %llu reads, %llu back; generation %u, %u",
-	       (long long)held, (unsigned long long)r.reads, (unsigned long long)r.back, gen,
-	       c.page->generation);
+	TH_LOG("synced %+lld us from the bound, %+lld ns off the system's then; %llu reads, %llu back; generation %u, %u",
+	       (long long)sync_us, (long long)held, (unsigned long long)r.reads,
+	       (unsigned long long)r.back, gen, c.page->generation);
 	EXPECT_EQ(0, r.back);
 	EXPECT_LT(10000, r.reads);
 	/* Past the bound: held (ahead, by what is left of its lead) or the system's. */
-	EXPECT_LE(-100000, held);
-	EXPECT_GT(off_ppm < 0 ? ahead : 100000, held);
+	if (sync_us > 0) {
+		EXPECT_LE(-100000, held);
+		EXPECT_GT(off_ppm < 0 ? ahead : 100000, held);
+	}
 	/* Behind: stepped forward at the sync, which the generation says. */
 	if (off_ppm > 0)
 		EXPECT_NE(gen, c.page->generation);
@@ -456,12 +460,22 @@ static void across_the_bound(struct __test_metadata *_metadata, double off_ppm)
 
 TEST(ahead_at_the_bound_holds)
 {
-	across_the_bound(_metadata, -1000);
+	across_the_bound(_metadata, -1000, 20000);
 }
 
 TEST(behind_at_the_bound_resyncs_forward)
 {
-	across_the_bound(_metadata, 1000);
+	across_the_bound(_metadata, 1000, 20000);
+}
+
+/*
+ * Behind, a sync begun 2 us before the bound: readers pass the bound
+ * while it samples and builds the new page, and read clock_gettime(),
+ * above the old segment; the new page must start above them too.
+ */
+TEST(behind_a_sync_across_the_bound_steps_forward)
+{
+	across_the_bound(_metadata, 1000, -2);
 }
 
 /*
