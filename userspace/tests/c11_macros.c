@@ -2,7 +2,8 @@
 /*
  * libtsc.h from standard C: every declaring macro, with a name alone and
  * with fields, built with -std=c11 -pedantic -Werror by gcc and clang
- * (the Makefile's c11-check), then run against the library.  A name
+ * (the Makefile's c11-check), then run against the library.  Not named
+ * *_test.c: the kselftest harness the tests use is gnu11.  A name
  * alone is what tsc_sysclock_init(3)'s example writes, and ISO C wants
  * an argument for a macro's "...": the header must not need one.
  */
