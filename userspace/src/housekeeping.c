@@ -16,7 +16,7 @@
  * "(null)", which nohz_full reads on kernels whose cpumasks are allocated
  * (CPUMASK_OFFSTACK) when none was given at boot.
  */
-static int read_list(const char *root, const char *rel, cpu_set_t *set, bool must)
+int tsc__read_cpulist(const char *root, const char *rel, cpu_set_t *set, bool must)
 {
 	char path[4096], buf[4096];
 	size_t len = 0;
@@ -37,12 +37,12 @@ static int read_list(const char *root, const char *rel, cpu_set_t *set, bool mus
 int tsc__housekeeping_cpus(const char *root, cpu_set_t *set)
 {
 	cpu_set_t isolated, nohz_full;
-	int err = read_list(root, "/devices/system/cpu/online", set, true);
+	int err = tsc__read_cpulist(root, "/devices/system/cpu/online", set, true);
 
 	if (!err)
-		err = read_list(root, "/devices/system/cpu/isolated", &isolated, false);
+		err = tsc__read_cpulist(root, "/devices/system/cpu/isolated", &isolated, false);
 	if (!err)
-		err = read_list(root, "/devices/system/cpu/nohz_full", &nohz_full, false);
+		err = tsc__read_cpulist(root, "/devices/system/cpu/nohz_full", &nohz_full, false);
 	if (err)
 		return err;
 	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)

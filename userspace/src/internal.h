@@ -158,6 +158,11 @@ int tsc__parse_s64(const char *buf, size_t len, int64_t *val);
 int tsc__parse_khz(const char *buf, size_t len, uint64_t *khz);
 int tsc__parse_cpulist_count(const char *buf, size_t len, unsigned int *count);
 int tsc__parse_cpulist(const char *buf, size_t len, cpu_set_t *set);
+/*
+ * A CPU list file of the sysfs root into *set (housekeeping.c); unless
+ * must, an absent, empty or "(null)" one is no CPU, not an error.
+ */
+int tsc__read_cpulist(const char *root, const char *rel, cpu_set_t *set, bool must);
 
 /*
  * housekeeping.c: the online CPUs neither isolated nor nohz_full under

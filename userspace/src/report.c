@@ -131,11 +131,7 @@ static int module_offsets(const char *root, struct tsc_report *r)
  */
 static void online_cpus(const char *root, unsigned int ncpus, cpu_set_t *set)
 {
-	char path[4096], buf[4096];
-	size_t len;
-
-	if (!tsc__read_value(root, CPU_DIR "/online", path, sizeof(path), buf, sizeof(buf),
-			     &len) && !tsc__parse_cpulist(buf, len, set))
+	if (!tsc__read_cpulist(root, CPU_DIR "/online", set, true))
 		return;
 	tsc__clear_error();
 	CPU_ZERO(set);
@@ -252,7 +248,8 @@ static void judge(struct tsc_report *r, unsigned int outside)
 			if (!r->cpus[i].consistent)
 				blame++;
 		}
-	r->trustworthy = r->invariant_tsc && r->kernel_unstable != 1 && !outside &&
+	/* Online CPUs left out make monotonic false (userspace_offsets()). */
+	r->trustworthy = r->invariant_tsc && r->kernel_unstable != 1 &&
 			 (r->offsets_source == TSC_OFFSETS_NONE || r->monotonic);
 	snprintf(r->verdict, sizeof(r->verdict), "%s: ", r->trustworthy ? "yes" : "no");
 	if (!r->invariant_tsc)
