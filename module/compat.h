@@ -10,6 +10,7 @@
 
 #include <linux/device.h>
 #include <linux/mm.h>
+#include <linux/rcupdate.h>
 #include <linux/sched/isolation.h>
 #include <asm/msr.h>
 
@@ -42,10 +43,24 @@ static inline bool cpu_is_isolated(int cpu)
  * 7.2's and 7.3's no longer count nohz_full= (the kernel folded its
  * housekeeping types together), whose CPUs want nothing of ours either.
  * So both halves, on every kernel.
+ *
+ * Under rcu_read_lock(): 7.2 and 7.3 replace the HK_TYPE_DOMAIN mask at
+ * run time when a cpuset partition changes (housekeeping_update(): swap,
+ * synchronize_rcu(), kfree()), and only RCU, or the hotplug lock held for
+ * writing, keeps the old one alive while it is read.  Our callers hold
+ * the hotplug lock for reading at most.  Older kernels ignore the lock,
+ * which costs nothing there.  The answer may be stale once it is
+ * returned, as it always could: a cpuset may isolate the CPU just after.
  */
 static inline bool tscfk_cpu_isolated(int cpu)
 {
-	return cpu_is_isolated(cpu) || !housekeeping_test_cpu(cpu, HK_TYPE_TICK);
+	bool isolated;
+
+	rcu_read_lock();
+	isolated = cpu_is_isolated(cpu) ||
+		   !housekeeping_test_cpu(cpu, HK_TYPE_TICK);
+	rcu_read_unlock();
+	return isolated;
 }
 
 /*

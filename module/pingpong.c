@@ -68,6 +68,7 @@
 #include <linux/math64.h>
 #include <linux/minmax.h>
 #include <linux/module.h>
+#include <linux/rcupdate.h>
 #include <linux/refcount.h>
 #include <linux/sched.h>
 #include <linux/sched/isolation.h>
@@ -424,9 +425,16 @@ static void pp_move(struct pp_side *side)
 	if (!side->task)
 		return;
 	cpumask_clear(&elsewhere);
+	/*
+	 * The housekeeping mask is copied inside an RCU read-side section:
+	 * from 7.2 on a cpuset change may free it (tscfk_cpu_isolated()).
+	 * set_cpus_allowed_ptr() sleeps, so it gets the copy, after.
+	 */
+	rcu_read_lock();
 	for_each_cpu_and(cpu, cpu_online_mask, housekeeping_cpumask(HK_TYPE_KTHREAD))
 		if (!tscfk_cpu_isolated(cpu))
 			__cpumask_set_cpu(cpu, &elsewhere);
+	rcu_read_unlock();
 	if (!completion_done(&side->done) && cpumask_weight(&elsewhere) > 1)
 		__cpumask_clear_cpu(side->cpu, &elsewhere);
 	if (cpumask_empty(&elsewhere) || set_cpus_allowed_ptr(side->task, &elsewhere))
