@@ -182,7 +182,7 @@ static int snapshot(struct tscfk_clock_page *snap)
 
 /* read(): the page as a mapping sees it, for tools without mmap(). */
 static ssize_t clock_page_read(struct file *file, struct kobject *kobj,
-			       __tscfk_bin_const struct bin_attribute *attr,
+			       __tscfk_bin_read_const struct bin_attribute *attr,
 			       char *buf, loff_t off, size_t count)
 {
 	struct tscfk_clock_page snap;
@@ -202,7 +202,7 @@ static ssize_t clock_page_read(struct file *file, struct kobject *kobj,
 }
 
 static int clock_page_mmap(struct file *file, struct kobject *kobj,
-			   __tscfk_bin_const struct bin_attribute *attr,
+			   __tscfk_bin_mmap_const struct bin_attribute *attr,
 			   struct vm_area_struct *vma)
 {
 	if (vma->vm_pgoff || vma->vm_end - vma->vm_start != PAGE_SIZE)

@@ -84,12 +84,18 @@ static inline void vm_flags_set(struct vm_area_struct *vma,
 /*
  * A bin_attribute's callbacks take it const, and an attribute group's
  * bin_attrs lists const ones, where the transition that began in 6.13
- * has ended.
+ * has ended.  Each step on its own: mmap() took it const in 6.13, read()
+ * only in 6.16 (6.13 to 6.15 have a const read_new() beside read()).
  */
-#ifdef TSCFK_HAVE_CONST_BIN_ATTRIBUTE
-#define __tscfk_bin_const const
+#ifdef TSCFK_HAVE_CONST_BIN_MMAP
+#define __tscfk_bin_mmap_const const
 #else
-#define __tscfk_bin_const
+#define __tscfk_bin_mmap_const
+#endif
+#ifdef TSCFK_HAVE_CONST_BIN_READ
+#define __tscfk_bin_read_const const
+#else
+#define __tscfk_bin_read_const
 #endif
 #ifdef TSCFK_HAVE_CONST_BIN_ATTRS
 #define __tscfk_bin_list_const const

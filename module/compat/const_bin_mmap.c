@@ -1,19 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-/*
- * A bin_attribute's read() and mmap() take it const (after 6.13's
- * read_new() and mmap() transition ended).
- */
+/* 6.13: a bin_attribute's mmap() takes it const. */
 #include <linux/fs.h>
 #include <linux/kobject.h>
 #include <linux/mm_types.h>
 #include <linux/sysfs.h>
-
-static ssize_t probe_read(struct file *file, struct kobject *kobj,
-			  const struct bin_attribute *attr, char *buf,
-			  loff_t off, size_t count)
-{
-	return 0;
-}
 
 static int probe_mmap(struct file *file, struct kobject *kobj,
 		      const struct bin_attribute *attr,
@@ -23,6 +13,5 @@ static int probe_mmap(struct file *file, struct kobject *kobj,
 }
 
 struct bin_attribute tscfk_probe = {
-	.read = probe_read,
 	.mmap = probe_mmap,
 };

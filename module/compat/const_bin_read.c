@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * 6.16: a bin_attribute's read() takes it const (6.13 to 6.15 had a const
+ * read_new() beside a read() that did not).
+ */
+#include <linux/fs.h>
+#include <linux/kobject.h>
+#include <linux/sysfs.h>
+
+static ssize_t probe_read(struct file *file, struct kobject *kobj,
+			  const struct bin_attribute *attr, char *buf,
+			  loff_t off, size_t count)
+{
+	return 0;
+}
+
+struct bin_attribute tscfk_probe = {
+	.read = probe_read,
+};
