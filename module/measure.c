@@ -215,9 +215,11 @@ static void read_ref_adjust(struct measurement *m)
 /*
  * Take the request: every CPU if the reference is not the published one.
  * Called under cpus_read_lock(), so that no hotplug callback runs between
- * clearing 'hotplugged' and picking the reference.
+ * clearing 'hotplugged' and picking the reference.  False if there is
+ * nothing to measure: a hotplug callback queued this run while the one
+ * before waited for the hotplug lock, and that one took the request.
  */
-static void begin(struct cpumask *todo, struct measurement *m)
+static bool begin(struct cpumask *todo, struct measurement *m)
 {
 	bool all;
 
@@ -236,7 +238,10 @@ static void begin(struct cpumask *todo, struct measurement *m)
 	mutex_unlock(&tscfk_results_lock);
 	if (all)
 		cpumask_copy(todo, cpu_possible_mask);
+	if (cpumask_empty(todo))
+		return false;
 	read_ref_adjust(m);
+	return true;
 }
 
 /*
@@ -406,17 +411,33 @@ static bool publish(const struct cpumask *todo, const struct measurement *m)
 	return true;
 }
 
+/* Wake the writers of remeasure who wait for run number 'run'. */
+static void end_run(unsigned long run)
+{
+	WRITE_ONCE(runs_ended, run);
+	wake_up_all(&runs_wq);
+}
+
 static void measure_requested(struct work_struct *work)
 {
 	static struct cpumask todo;	/* measure_work's alone */
 	struct measurement m = { };
 	unsigned int cpu;
-	bool ended;
+	bool busy;
 
 	cpus_read_lock();
 	m.ref = pick_reference();
-	begin(&todo, &m);
+	busy = begin(&todo, &m);
 	cpus_read_unlock();
+	/*
+	 * Nothing measured is nothing to publish: generation, last_measured_ns
+	 * and max_irqoff_ns stay those of the last measurement.  The run still
+	 * ends, so that its number is never waited for in vain.
+	 */
+	if (!busy) {
+		end_run(m.run);
+		return;
+	}
 	start_targets(&todo, &m);
 
 	for_each_cpu(cpu, &todo) {
@@ -434,13 +455,9 @@ static void measure_requested(struct work_struct *work)
 			cpumask_pr_args(&isolated_unsaid));
 	cpumask_clear(&isolated_unsaid);
 
-	ended = publish(&todo, &m);
-
 	/* Not a run whose reference went away: the next one serves its writers. */
-	if (ended) {
-		WRITE_ONCE(runs_ended, m.run);
-		wake_up_all(&runs_wq);
-	}
+	if (publish(&todo, &m))
+		end_run(m.run);
 }
 
 /*
