@@ -212,6 +212,12 @@ static bool pp_side_begin(struct tscfk_pp *pp, struct pp_side *side)
 
 	if (go && raw_smp_processor_id() != side->cpu) {
 		WRITE_ONCE(side->wrong_cpu, true);
+		/*
+		 * As window_open(): the pair is over.  Before 'started', which
+		 * the target waits for: else it spins till the deadline for a
+		 * reference that never sends.
+		 */
+		WRITE_ONCE(pp->stop, true);
 		go = false;
 	}
 	/* _all: a waiter that timed out may look again with completion_done(). */
