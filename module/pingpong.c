@@ -572,12 +572,22 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 	/* complete_all() orders the stores above before both sides. */
 	complete_all(&pp->go);
 	pair->why = pp_wait(pp);
+
+	/*
+	 * The windows of every side that is done count, whatever became of
+	 * the pair (max_irqoff_ns covers them all): 'done' orders the side's
+	 * writes before completion_done() sees it.  A side not done may be
+	 * inside a window still, and is not read.
+	 */
+	ticks = 0;
+	if (completion_done(&pp->target.done))
+		ticks = pp->target.irqoff_ticks;
+	if (completion_done(&pp->ref.done))
+		ticks = max(ticks, pp->ref.irqoff_ticks);
+	pair->max_irqoff_ns = mul_u64_u32_div(ticks, NSEC_PER_MSEC, khz);
 	if (pair->why != TSCFK_WHY_NONE)
 		return;
 
-	/* Both are done: 'done' orders their writes before this. */
-	ticks = max(pp->ref.irqoff_ticks, pp->target.irqoff_ticks);
-	pair->max_irqoff_ns = mul_u64_u32_div(ticks, NSEC_PER_MSEC, khz);
 	pair->have_adjust = pp->target.have_adjust;
 	pair->adjust = pp->target.adjust;
 	if (tscfk_offset_result(&pp->est, &pair->result))
