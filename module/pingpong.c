@@ -182,12 +182,29 @@ static bool window_open(struct tscfk_pp *pp, struct pp_side *side,
 	return true;
 }
 
+/*
+ * Is the window over at TSC reading 'now'?  Past its end, or before its
+ * start: a TSC written backwards (firmware that writes TSC_ADJUST, which
+ * the kernel detects and corrects, but later) would otherwise keep
+ * interrupts off until the TSC caught up with the window's end again.
+ */
+static bool window_over(const struct irqoff_window *w, u64 now)
+{
+	return !tsc_before(now, w->end_tsc) || tsc_before(now, w->start_tsc);
+}
+
 /* Close the window, keep its length, and let the rest of the system in. */
 static void window_close(struct irqoff_window *w, u64 *max_ticks)
 {
 	u64 ticks = rdtsc() - w->start_tsc;
 
 	local_irq_restore(w->flags);
+	/*
+	 * A TSC that went backwards gives no length; the window ended where
+	 * that was seen, after about its budget at most.  Not 2^64 - n.
+	 */
+	if ((s64)ticks < 0)
+		ticks = w->end_tsc - w->start_tsc;
 	*max_ticks = max(*max_ticks, ticks);
 	cond_resched();
 }
@@ -241,21 +258,21 @@ static void pp_side_end(struct tscfk_pp *pp, struct pp_side *side)
 }
 
 /*
- * One probe; false if the target did not answer before 'end'.
+ * One probe; false if the target did not answer before the window is over.
  *
  * No fence is needed between reading t1 and sending the round: a store
  * becomes visible only after it retires, so after the RDTSC before it has
  * executed.  rdtsc_ordered() fences before its read, which is what t2
  * needs: it must not execute before the load that saw the answer.
  */
-static bool pp_round(struct tscfk_pp *pp, u32 round, u64 end,
-		     u64 *t1, u64 *t, u64 *t2)
+static bool pp_round(struct tscfk_pp *pp, u32 round,
+		     const struct irqoff_window *w, u64 *t1, u64 *t, u64 *t2)
 {
 	*t1 = rdtsc_ordered();
 	WRITE_ONCE(pp->line.ping, round);
 	/* Pairs with the release in pp_answer(): makes line.tsc visible. */
 	while (smp_load_acquire(&pp->line.pong) != round) {
-		if (!tsc_before(rdtsc(), end))
+		if (window_over(w, rdtsc()))
 			return false;
 		cpu_relax();
 	}
@@ -283,14 +300,14 @@ static int pp_reference(void *data)
 		while (done < tscfk_rounds) {
 			u64 t1, t, t2;
 
-			if (!pp_round(pp, ++round, w.end_tsc, &t1, &t, &t2))
+			if (!pp_round(pp, ++round, &w, &t1, &t, &t2))
 				break;
 			tscfk_offset_add(&pp->est, t1, t, t2);
 			/* Each probe the estimator took: clean <= rounds. */
 			if (pp->est.rounds > trips)
 				pp->trips[trips++] = min_t(u64, t2 - t1, U32_MAX);
 			done++;
-			if (!tsc_before(t2, w.end_tsc))
+			if (window_over(&w, t2))
 				break;
 		}
 		window_close(&w, &pp->ref.irqoff_ticks);
@@ -372,7 +389,7 @@ static int pp_target(void *data)
 			}
 			cpu_relax();
 			ping = READ_ONCE(pp->line.ping);
-		} while (ping != PP_STOP && tsc_before(rdtsc(), w.end_tsc));
+		} while (ping != PP_STOP && !window_over(&w, rdtsc()));
 		window_close(&w, &pp->target.irqoff_ticks);
 	}
 out:
