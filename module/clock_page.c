@@ -258,7 +258,7 @@ int tscfk_clock_page_init(void)
 	 * It stays empty: nobody may write, truncate or punch it, which a
 	 * privileged user could try through /proc/PID/map_files/.
 	 */
-	file_inode(anchor)->i_flags |= S_IMMUTABLE;
+	inode_set_flags(file_inode(anchor), S_IMMUTABLE, S_IMMUTABLE);
 	page = alloc_page(GFP_KERNEL | __GFP_ZERO);
 	if (!page) {
 		err = -ENOMEM;
