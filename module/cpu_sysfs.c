@@ -37,10 +37,7 @@ static struct cpumask groups_made;
 /* Copy a CPU's published result; false if it has none. */
 static bool cpu_result(struct device *dev, struct tscfk_cpu_result *r)
 {
-	mutex_lock(&tscfk_results_lock);
-	*r = *tscfk_cpu_result(dev->id);
-	mutex_unlock(&tscfk_results_lock);
-	return r->status != TSCFK_UNMEASURED;
+	return tscfk_read_result(dev->id, r);
 }
 
 static ssize_t status_show(struct device *dev, struct device_attribute *attr,

@@ -45,9 +45,7 @@ static ssize_t _name##_show(struct device *dev,				\
 {									\
 	struct tscfk_summary s;						\
 									\
-	mutex_lock(&tscfk_results_lock);				\
-	s = tscfk_summary;						\
-	mutex_unlock(&tscfk_results_lock);				\
+	tscfk_read_summary(&s);						\
 	return sysfs_emit(buf, _fmt "\n", s._field);			\
 }									\
 static DEVICE_ATTR_RO(_name)

@@ -74,13 +74,11 @@ static void __init report(void)
 {
 	struct tscfk_skew skew;
 	bool all = tscfk_summarise(&skew);
-	int ref;
+	struct tscfk_summary s;
 
-	mutex_lock(&tscfk_results_lock);
-	ref = tscfk_summary.reference_cpu;
-	mutex_unlock(&tscfk_results_lock);
+	tscfk_read_summary(&s);
 	pr_info("tsc_khz=%u, %u CPUs against cpu%d: max skew %llu ticks, %s\n",
-		tsc_khz, num_online_cpus(), ref,
+		tsc_khz, num_online_cpus(), s.reference_cpu,
 		tscfk_skew_max(&skew),
 		!all ? "some CPUs unmeasured" :
 		skew.monotonic ? "each monotonic against it" :

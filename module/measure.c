@@ -36,7 +36,10 @@
 #include <linux/cpumask.h>
 #include <linux/err.h>
 #include <linux/minmax.h>
+#include <linux/mutex.h>
+#include <linux/preempt.h>
 #include <linux/sched/isolation.h>
+#include <linux/seqlock.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/timekeeping.h>
@@ -48,9 +51,18 @@
 #include "compat.h"
 #include "tscfk.h"
 
-/* Guards the published results and tscfk_summary, never held while measuring. */
-DEFINE_MUTEX(tscfk_results_lock);
-struct tscfk_summary tscfk_summary = { .reference_cpu = -1 };
+/*
+ * The published results.  Their writers (measure_work and the hotplug
+ * callbacks) take publish_lock, never held while measuring; readers (the
+ * sysfs files, any user's) take no lock at all and retry on results_seq,
+ * so that no reader can ever hold up a hotplug callback, which publishes
+ * under the hotplug lock.  Not a seqcount_mutex_t: on PREEMPT_RT its
+ * readers take the mutex when they meet a writer.  Instead the writers
+ * keep preemption off for the copy, which no reader can lengthen.
+ */
+static DEFINE_MUTEX(publish_lock);
+static seqcount_t results_seq = SEQCNT_ZERO(results_seq);
+static struct tscfk_summary summary = { .reference_cpu = -1 };
 static struct tscfk_cpu_result *published;	/* nr_cpu_ids of them */
 /* CPUs whose state hotplug published since the measurement began. */
 static struct cpumask hotplugged;
@@ -119,10 +131,41 @@ const char *tscfk_why_name(enum tscfk_why why)
 	return why < ARRAY_SIZE(why_names) ? why_names[why] : "unknown";
 }
 
-struct tscfk_cpu_result *tscfk_cpu_result(unsigned int cpu)
+/* Open and close a change to the published results, under publish_lock. */
+static void publish_begin(void)
 {
-	lockdep_assert_held(&tscfk_results_lock);
-	return &published[cpu];
+	lockdep_assert_held(&publish_lock);
+	preempt_disable();
+	write_seqcount_begin(&results_seq);
+}
+
+static void publish_end(void)
+{
+	write_seqcount_end(&results_seq);
+	preempt_enable();
+}
+
+/* Copy one CPU's published result; false if it has none. */
+bool tscfk_read_result(unsigned int cpu, struct tscfk_cpu_result *r)
+{
+	unsigned int seq;
+
+	do {
+		seq = read_seqcount_begin(&results_seq);
+		*r = published[cpu];
+	} while (read_seqcount_retry(&results_seq, seq));
+	return r->status != TSCFK_UNMEASURED;
+}
+
+/* Copy the summary of the published results. */
+void tscfk_read_summary(struct tscfk_summary *s)
+{
+	unsigned int seq;
+
+	do {
+		seq = read_seqcount_begin(&results_seq);
+		*s = summary;
+	} while (read_seqcount_retry(&results_seq, seq));
 }
 
 static bool cpu_wanted(unsigned int cpu)
@@ -231,11 +274,11 @@ static bool begin(struct cpumask *todo, struct measurement *m)
 	m->run = ++runs_taken;
 	spin_unlock(&request_lock);
 
-	mutex_lock(&tscfk_results_lock);
+	mutex_lock(&publish_lock);
 	cpumask_clear(&hotplugged);
-	if (tscfk_summary.reference_cpu != m->ref)
+	if (summary.reference_cpu != m->ref)
 		all = true;
-	mutex_unlock(&tscfk_results_lock);
+	mutex_unlock(&publish_lock);
 	if (all)
 		cpumask_copy(todo, cpu_possible_mask);
 	if (cpumask_empty(todo))
@@ -325,10 +368,10 @@ static bool hotplug_touched(const struct measurement *m, unsigned int cpu)
 {
 	bool touched;
 
-	mutex_lock(&tscfk_results_lock);
+	mutex_lock(&publish_lock);
 	touched = cpumask_test_cpu(cpu, &hotplugged) ||
 		  (m->ref >= 0 && cpumask_test_cpu(m->ref, &hotplugged));
-	mutex_unlock(&tscfk_results_lock);
+	mutex_unlock(&publish_lock);
 	return touched;
 }
 
@@ -387,7 +430,7 @@ static void judge_cpu(struct measurement *m, unsigned int cpu,
  * reference of then, and returns false.  The offline callback asks too,
  * but only for the published reference, which this one need not be (the
  * first measurement has none).  No hotplug lock is needed: the callbacks
- * publish under tscfk_results_lock too.
+ * publish under publish_lock too.
  */
 static bool publish(const struct cpumask *todo, const struct measurement *m)
 {
@@ -395,19 +438,21 @@ static bool publish(const struct cpumask *todo, const struct measurement *m)
 
 	if (!READ_ONCE(accepting))
 		return true;
-	mutex_lock(&tscfk_results_lock);
+	mutex_lock(&publish_lock);
 	if (m->ref >= 0 && cpumask_test_cpu(m->ref, &hotplugged)) {
-		mutex_unlock(&tscfk_results_lock);
+		mutex_unlock(&publish_lock);
 		return !request(-1, NULL);
 	}
+	publish_begin();
 	for_each_cpu(cpu, todo)
 		if (!cpumask_test_cpu(cpu, &hotplugged))
 			published[cpu] = cpu_work[cpu].fresh;
-	tscfk_summary.generation++;
-	tscfk_summary.measured_ns = ktime_get_ns();
-	tscfk_summary.max_irqoff_ns = m->max_irqoff_ns;
-	tscfk_summary.reference_cpu = m->ref;
-	mutex_unlock(&tscfk_results_lock);
+	summary.generation++;
+	summary.measured_ns = ktime_get_ns();
+	summary.max_irqoff_ns = m->max_irqoff_ns;
+	summary.reference_cpu = m->ref;
+	publish_end();
+	mutex_unlock(&publish_lock);
 	return true;
 }
 
@@ -466,20 +511,22 @@ static void measure_requested(struct work_struct *work)
  */
 bool tscfk_summarise(struct tscfk_skew *skew)
 {
-	bool all = true;
-	unsigned int cpu;
+	unsigned int seq, cpu;
+	bool all;
 
-	tscfk_skew_init(skew);
-	mutex_lock(&tscfk_results_lock);
-	for_each_online_cpu(cpu) {
-		const struct tscfk_cpu_result *r = tscfk_cpu_result(cpu);
+	do {
+		seq = read_seqcount_begin(&results_seq);
+		all = true;
+		tscfk_skew_init(skew);
+		for_each_online_cpu(cpu) {
+			const struct tscfk_cpu_result *r = &published[cpu];
 
-		if (r->status == TSCFK_UNMEASURED)
-			all = false;
-		else
-			tscfk_skew_add(skew, &r->offset);
-	}
-	mutex_unlock(&tscfk_results_lock);
+			if (r->status == TSCFK_UNMEASURED)
+				all = false;
+			else
+				tscfk_skew_add(skew, &r->offset);
+		}
+	} while (read_seqcount_retry(&results_seq, seq));
 	return all;
 }
 
@@ -576,13 +623,15 @@ void tscfk_measure_cancel(void)
 /* Publish one CPU's new state at once: a reader must never see it stale. */
 static void publish_hotplug(unsigned int cpu, enum tscfk_why why)
 {
-	mutex_lock(&tscfk_results_lock);
-	*tscfk_cpu_result(cpu) = (struct tscfk_cpu_result){
+	mutex_lock(&publish_lock);
+	cpumask_set_cpu(cpu, &hotplugged);
+	publish_begin();
+	published[cpu] = (struct tscfk_cpu_result){
 		.status = TSCFK_UNMEASURED, .why = why,
 	};
-	cpumask_set_cpu(cpu, &hotplugged);
-	tscfk_summary.generation++;
-	mutex_unlock(&tscfk_results_lock);
+	summary.generation++;
+	publish_end();
+	mutex_unlock(&publish_lock);
 }
 
 /* cpuhp callbacks: sleepable, called with the hotplug lock held. */
@@ -598,9 +647,9 @@ int tscfk_cpu_offline(unsigned int cpu)
 	bool was_reference;
 
 	publish_hotplug(cpu, TSCFK_WHY_OFFLINE);
-	mutex_lock(&tscfk_results_lock);
-	was_reference = tscfk_summary.reference_cpu == (int)cpu;
-	mutex_unlock(&tscfk_results_lock);
+	mutex_lock(&publish_lock);
+	was_reference = summary.reference_cpu == (int)cpu;
+	mutex_unlock(&publish_lock);
 
 	if (cpu == 0)
 		pr_info("cpu0 going offline: the tsc_freq_khz files stay, tsc_khz is system-wide\n");

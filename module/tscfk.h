@@ -6,7 +6,6 @@
 #define TSCFK_H
 
 #include <linux/device.h>
-#include <linux/mutex.h>
 #include <linux/types.h>
 
 #include "tsc_offset.h"
@@ -58,10 +57,9 @@ struct tscfk_summary {
 	int reference_cpu;	/* -1 before the first measurement */
 };
 
-/* measure.c: results, their lock, and the measurement itself. */
-extern struct mutex tscfk_results_lock;
-struct tscfk_cpu_result *tscfk_cpu_result(unsigned int cpu);
-extern struct tscfk_summary tscfk_summary;
+/* measure.c: the measurement, and its results for readers (lock-free). */
+bool tscfk_read_result(unsigned int cpu, struct tscfk_cpu_result *r);
+void tscfk_read_summary(struct tscfk_summary *s);
 
 bool tscfk_summarise(struct tscfk_skew *skew);
 int tscfk_measure_init(void);
