@@ -435,6 +435,7 @@ static void judge_cpu(struct measurement *m, unsigned int cpu,
 static bool publish(const struct cpumask *todo, const struct measurement *m)
 {
 	unsigned int cpu;
+	u64 now;
 
 	if (!READ_ONCE(accepting))
 		return true;
@@ -443,12 +444,13 @@ static bool publish(const struct cpumask *todo, const struct measurement *m)
 		mutex_unlock(&publish_lock);
 		return !request(-1, NULL);
 	}
+	now = ktime_get_ns();
 	publish_begin();
 	for_each_cpu(cpu, todo)
 		if (!cpumask_test_cpu(cpu, &hotplugged))
 			published[cpu] = cpu_work[cpu].fresh;
 	summary.generation++;
-	summary.measured_ns = ktime_get_ns();
+	summary.measured_ns = now;
 	summary.max_irqoff_ns = m->max_irqoff_ns;
 	summary.reference_cpu = m->ref;
 	publish_end();
@@ -519,12 +521,18 @@ bool tscfk_summarise(struct tscfk_skew *skew)
 		all = true;
 		tscfk_skew_init(skew);
 		for_each_online_cpu(cpu) {
-			const struct tscfk_cpu_result *r = &published[cpu];
+			/*
+			 * KCSAN takes a seqcount reader's accesses as atomic
+			 * for KCSAN_SEQLOCK_REGION_MAX of them only, fewer
+			 * than this loop makes on a big machine: a copy torn
+			 * by a writer is thrown away by the retry.
+			 */
+			struct tscfk_cpu_result r = data_race(published[cpu]);
 
-			if (r->status == TSCFK_UNMEASURED)
+			if (r.status == TSCFK_UNMEASURED)
 				all = false;
 			else
-				tscfk_skew_add(skew, &r->offset);
+				tscfk_skew_add(skew, &r.offset);
 		}
 	} while (read_seqcount_retry(&results_seq, seq));
 	return all;
