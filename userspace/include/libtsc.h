@@ -505,7 +505,10 @@ static inline uint64_t tsc_rdtsc(void)
 /*
  * The TSC after every earlier instruction has completed, loads included:
  * lfence first.  (A lock-prefixed instruction would not do: it does not
- * order rdtsc on AMD.)
+ * order rdtsc on AMD.)  On AMD this rests on LFENCE being dispatch
+ * serialising: CPUID says so from Zen 3 on, and on older CPUs Linux sets
+ * the MSR bit that makes it so; the system clocks, which cannot tell,
+ * use rdtscp there (order.c).
  */
 static inline uint64_t tsc_rdtsc_ordered(void)
 {
