@@ -139,6 +139,23 @@ static int tracefs_add(const char *file, const char *val)
 	return tracefs_open_write(file, val, O_APPEND);
 }
 
+/* Is 'name' among the kernel's tracers? */
+static bool tracer_available(const char *name)
+{
+	char line[1024], *tok, *save = NULL;
+	FILE *f = fopen(TRACEFS "/available_tracers", "r");
+	bool found = false;
+
+	if (!f)
+		return false;
+	if (fgets(line, sizeof(line), f))
+		for (tok = strtok_r(line, " \n", &save); tok && !found;
+		     tok = strtok_r(NULL, " \n", &save))
+			found = !strcmp(tok, name);
+	fclose(f);
+	return found;
+}
+
 /*
  * The durations, in us, of the notifier's calls and of the timekeeper's
  * updates, from the function_graph trace: a leaf line "1.234 us | ...
@@ -231,18 +248,24 @@ FIXTURE_SETUP(stall)
 		mount("tracefs", TRACEFS, "tracefs", 0, NULL);
 	if (access(TRACEFS "/trace", F_OK))
 		SKIP(return, "no tracefs: the kernel has no ftrace");
-	if (tracefs_write("current_tracer", "function_graph"))
+	if (!tracer_available("function_graph"))
 		SKIP(return, "no function_graph tracer in this kernel");
 	self->traced = true;
 	/*
 	 * Only these two, each timed; the notifier is the module's.  The
-	 * tracer's own options exist once it is the current one.
+	 * filter before the tracer, tracing off: function_graph with no
+	 * filter traces every function of the kernel, which on 7.3 under
+	 * emulation overflowed an IRQ stack (in native_sched_clock(), the
+	 * tracer's clock) or slowed the guest until the clocksource watchdog
+	 * found the TSC unstable, and the guest died.  The tracer's own
+	 * options exist once it is the current one.
 	 */
 	ASSERT_EQ(0, tracefs_write("tracing_on", "0"));
 	ASSERT_EQ(0, tracefs_write("set_ftrace_filter", "update_wall_time"))
 		TH_LOG("the timekeeper's update cannot be traced");
 	ASSERT_EQ(0, tracefs_add("set_ftrace_filter", "gtod_notify"))
 		TH_LOG("the module's notifier cannot be traced");
+	ASSERT_EQ(0, tracefs_write("current_tracer", "function_graph"));
 	ASSERT_EQ(0, tracefs_write("trace_options", "funcgraph-tail"));
 	ASSERT_EQ(0, tracefs_write("buffer_size_kb", "8192"));
 	for (int i = 0; i < 3; i++) {
