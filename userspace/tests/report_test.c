@@ -184,7 +184,6 @@ TEST_F(module, the_kernel_distrusting_it_means_no)
 	tsc_report_free(&r);
 }
 
-/* A CPU gone offline reads ENODATA: unmeasured, not an error. */
 /* Loaded, not measured yet: no reference, and the verdict says so. */
 TEST_F(module, before_the_first_measurement)
 {
@@ -202,6 +201,7 @@ TEST_F(module, before_the_first_measurement)
 	tsc_report_free(&r);
 }
 
+/* A CPU gone offline reads ENODATA: unmeasured, not an error. */
 TEST_F(module, offline_cpu_is_unmeasured)
 {
 	struct tsc_report r;
