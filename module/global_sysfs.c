@@ -60,7 +60,7 @@ static ssize_t max_skew_ticks_show(struct device *dev,
 {
 	struct tscfk_skew skew;
 
-	tscfk_summarise(&skew);
+	tscfk_summarise(&skew, NULL);
 	return sysfs_emit(buf, "%llu\n", tscfk_skew_max(&skew));
 }
 static DEVICE_ATTR_RO(max_skew_ticks);
@@ -76,7 +76,7 @@ static ssize_t monotonic_vs_reference_show(struct device *dev,
 					   char *buf)
 {
 	struct tscfk_skew skew;
-	bool all = tscfk_summarise(&skew);
+	bool all = tscfk_summarise(&skew, NULL);
 
 	return sysfs_emit(buf, "%d\n", all && skew.monotonic);
 }

@@ -72,11 +72,10 @@ static int __init check_params(void)
 
 static void __init report(void)
 {
-	struct tscfk_skew skew;
-	bool all = tscfk_summarise(&skew);
 	struct tscfk_summary s;
+	struct tscfk_skew skew;
+	bool all = tscfk_summarise(&skew, &s);
 
-	tscfk_read_summary(&s);
 	pr_info("tsc_khz=%u, %u CPUs against cpu%d: max skew %llu ticks, %s\n",
 		tsc_khz, num_online_cpus(), s.reference_cpu,
 		tscfk_skew_max(&skew),

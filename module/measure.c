@@ -508,16 +508,19 @@ static void measure_requested(struct work_struct *work)
 }
 
 /*
- * Skew over the online CPUs, from the published results.  Returns true when
- * every online CPU has a result, so that the verdict covers them all.
+ * Skew over the online CPUs, from the published results, and in *s (unless
+ * NULL) the summary of the same generation.  Returns true when every online
+ * CPU has a result, so that the verdict covers them all.
  */
-bool tscfk_summarise(struct tscfk_skew *skew)
+bool tscfk_summarise(struct tscfk_skew *skew, struct tscfk_summary *s)
 {
 	unsigned int seq, cpu;
 	bool all;
 
 	do {
 		seq = read_seqcount_begin(&results_seq);
+		if (s)
+			*s = summary;
 		all = true;
 		tscfk_skew_init(skew);
 		for_each_online_cpu(cpu) {

@@ -61,7 +61,7 @@ struct tscfk_summary {
 bool tscfk_read_result(unsigned int cpu, struct tscfk_cpu_result *r);
 void tscfk_read_summary(struct tscfk_summary *s);
 
-bool tscfk_summarise(struct tscfk_skew *skew);
+bool tscfk_summarise(struct tscfk_skew *skew, struct tscfk_summary *s);
 int tscfk_measure_init(void);
 void tscfk_measure_exit(void);
 int tscfk_measure_all_sync(void);
