@@ -60,6 +60,7 @@ selftests: linux-source
 check-unit: selftests
 	$(BUILD)/selftests/estimator_test
 	selftests/ktap_test.sh
+	selftests/harness_test.sh $(BUILD)/selftests/harness_probe
 	scripts/vm/run-in-vm_test.sh
 	scripts/vm/guest-init_test.sh
 

@@ -16,7 +16,7 @@
 #include <sys/timex.h>
 #include <sys/wait.h>
 
-#include "kselftest_harness.h"
+#include "harness.h"
 #include "tscfk_test.h"
 #include "module_fixture.h"
 #include "tsc_clock_page.h"

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "harness.h"
 #include "internal.h"
 #include "../bench/no_page_root.h"
 

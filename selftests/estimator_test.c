@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "kselftest_harness.h"
+#include "harness.h"
 #include "tsc_offset.h"
 
 struct sim {

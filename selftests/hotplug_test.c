@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "kselftest_harness.h"
+#include "harness.h"
 #include "tscfk_test.h"
 
 /* The highest CPU that can go offline and is not the reference. */

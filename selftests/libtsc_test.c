@@ -10,7 +10,7 @@
 #include <math.h>
 #include <sys/wait.h>
 
-#include "kselftest_harness.h"
+#include "harness.h"
 #include "tscfk_test.h"
 #include "libtsc.h"
 

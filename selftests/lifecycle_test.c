@@ -7,7 +7,7 @@
  * unloaded.
  * $TSCFK_CYCLES sets the number of cycles (default 200).
  */
-#include "kselftest_harness.h"
+#include "harness.h"
 #include "tscfk_test.h"
 #include "module_fixture.h"
 

@@ -3,7 +3,7 @@
  * The fixture of the tests that load and unload the module themselves
  * (from $TSCFK_KO, uncompressed, through finit_module(2)): each test starts
  * with the module unloaded and leaves it unloaded.  Include after
- * kselftest_harness.h and tscfk_test.h.
+ * harness.h and tscfk_test.h.
  */
 #ifndef TSCFK_MODULE_FIXTURE_H
 #define TSCFK_MODULE_FIXTURE_H

@@ -15,7 +15,7 @@
  * ms, at 8 42 ms: the fastest of seven).  There the figures are logged,
  * not held to the bound, as the IRQ-off bound is not.
  */
-#include "kselftest_harness.h"
+#include "harness.h"
 #include "tscfk_test.h"
 #include "module_fixture.h"
 

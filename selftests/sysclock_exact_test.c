@@ -16,7 +16,7 @@
 #include <sys/timex.h>
 #include <sys/wait.h>
 
-#include "kselftest_harness.h"
+#include "harness.h"
 #include "tscfk_test.h"
 #include "libtsc.h"
 #include "sysclock_pair.h"

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <regex.h>
 
-#include "kselftest_harness.h"
+#include "harness.h"
 #include "tscfk_test.h"
 
 static const char * const global_ro[] = {

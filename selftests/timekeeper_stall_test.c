@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <sys/mount.h>
 
-#include "kselftest_harness.h"
+#include "harness.h"
 #include "tscfk_test.h"
 
 #define TRACEFS		"/sys/kernel/tracing"
