@@ -125,7 +125,7 @@ check-all:
 	$(MAKE) vm-check
 	@# Top-level results; and the subtests the guests' tests skipped, which
 	@# their own "ok" does not show (each with its reason in the log).
-	@cat $(BUILD)/lib-check.log $(VM_LOGS) | awk \
+	@cat $(BUILD)/lib-check.log $(BUILD)/deb-check.log $(VM_LOGS) | awk \
 		'/^ok .*# SKIP/ { s++; next } /^ok / { p++ } /^not ok / { f++ } /^# ok .*# SKIP/ { n++ } \
 		END { printf "check: %d passed, %d failed, %d skipped; %d subtests skipped inside them\n", p, f, s, n }'
 
