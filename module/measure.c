@@ -104,6 +104,7 @@ struct measurement {
 	int ref;		/* -1: none, every online CPU is isolated */
 	unsigned long start_by;	/* jiffies: the targets' sides must have started */
 	bool ref_unresponsive;	/* its side did not start: skip the rest */
+	bool ref_lost;		/* hotplugged or isolated since: skip the rest */
 	bool ref_have_adjust;
 	s64 ref_adjust;
 	u64 max_irqoff_ns;
@@ -376,6 +377,23 @@ static bool hotplug_touched(const struct measurement *m, unsigned int cpu)
 }
 
 /*
+ * Has the reference gone since the measurement began: offline, or offline
+ * and back (whatever is measured against it is dropped by publish()), or
+ * isolated by a cpuset (not ours to disturb)?  Then the rest of the run is
+ * not measured, and publish() asks for another, against a new reference.
+ * The hotplug lock does not hold isolation still (cpuset writers take it
+ * for reading too): this narrows the window to one pair, as cpu_wanted()
+ * does for the targets.  Under cpus_read_lock().
+ */
+static bool ref_lost(struct measurement *m)
+{
+	if (!m->ref_lost && (!cpu_online(m->ref) || !cpu_wanted(m->ref) ||
+			     hotplug_touched(m, m->ref)))
+		m->ref_lost = true;
+	return m->ref_lost;
+}
+
+/*
  * One CPU's fresh result: judged under cpus_read_lock(), for a moment, but
  * measured without it.  The caller releases the pair.
  */
@@ -402,7 +420,7 @@ static void judge_cpu(struct measurement *m, unsigned int cpu,
 		/* No memory, or no thread could be started. */
 		r->why = TSCFK_WHY_NO_MEMORY;
 	} else if (IS_ERR_OR_NULL(pp) || !READ_ONCE(accepting) ||
-		   !cpu_online(m->ref)) {
+		   ref_lost(m)) {
 		/* Came online since, or this measurement is to be dropped. */
 		r->why = TSCFK_WHY_PENDING;
 	} else if (m->ref_unresponsive) {
@@ -426,11 +444,11 @@ static void judge_cpu(struct measurement *m, unsigned int cpu,
 /*
  * Publish, but not the CPUs that hotplug published since the measurement
  * began, nor a measurement against a reference that hotplug took (or took
- * and brought back) meanwhile: that one asks for another, against the
- * reference of then, and returns false.  The offline callback asks too,
- * but only for the published reference, which this one need not be (the
- * first measurement has none).  No hotplug lock is needed: the callbacks
- * publish under publish_lock too.
+ * and brought back) or a cpuset isolated meanwhile (ref_lost()): that one
+ * asks for another, against the reference of then, and returns false.
+ * The offline callback asks too, but only for the published reference,
+ * which this one need not be (the first measurement has none).  No hotplug
+ * lock is needed: the callbacks publish under publish_lock too.
  */
 static bool publish(const struct cpumask *todo, const struct measurement *m)
 {
@@ -440,7 +458,7 @@ static bool publish(const struct cpumask *todo, const struct measurement *m)
 	if (!READ_ONCE(accepting))
 		return true;
 	mutex_lock(&publish_lock);
-	if (m->ref >= 0 && cpumask_test_cpu(m->ref, &hotplugged)) {
+	if (m->ref_lost || (m->ref >= 0 && cpumask_test_cpu(m->ref, &hotplugged))) {
 		mutex_unlock(&publish_lock);
 		return !request(-1, NULL);
 	}
@@ -491,7 +509,7 @@ static void measure_requested(struct work_struct *work)
 		struct tscfk_pp *pp = cpu_work[cpu].pending;
 
 		cpu_work[cpu].pending = NULL;
-		if (!m.ref_unresponsive)
+		if (!m.ref_unresponsive && !m.ref_lost)
 			tscfk_pp_prepare(pp, m.start_by);
 		judge_cpu(&m, cpu, pp);
 		tscfk_pp_release(pp);
