@@ -3,7 +3,9 @@
  * tsc_freq_khz: tell userspace the TSC frequency the kernel uses, how far
  * apart the CPUs' TSCs are, and what the kernel thinks of the TSC.
  *
- * Files and their meaning: Documentation/ABI/testing/sysfs-devices-system-cpu-tsc.
+ * Files and their meaning: Documentation/ABI/testing/sysfs-devices-system-cpu-tsc;
+ * the parameters' and version's, in /sys/module/tsc_freq_khz/:
+ * Documentation/ABI/testing/sysfs-module-tsc_freq_khz.
  */
 #include <linux/cpu.h>
 #include <linux/cpuhotplug.h>
