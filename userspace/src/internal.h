@@ -140,6 +140,8 @@ int tsc__read_value(const char *root, const char *rel, char *path, size_t path_s
 		    char *buf, size_t size, size_t *len);
 int tsc__read_u64(const char *root, const char *rel, uint64_t *v);
 int tsc__read_s64(const char *root, const char *rel, int64_t *v);
+/* A file that holds 0 or 1; any other number is -EINVAL, naming the file. */
+int tsc__read_flag(const char *root, const char *rel, bool *v);
 /* The kernel's current clocksource ("tsc", "hpet"...), "" if unreadable. */
 void tsc__clocksource(const char *root, char *out, size_t size);
 /* Whether tsc is among the available clocksources: 1, 0, -1 if unknown. */

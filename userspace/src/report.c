@@ -50,7 +50,7 @@ static void read_word(const char *root, const char *rel, char *out, size_t size)
 static int read_cpu(const char *root, struct tsc_cpu_offset *c)
 {
 	char rel[128], status[MAX_VALUE];
-	uint64_t rounds, consistent;
+	uint64_t rounds;
 	int err;
 
 	snprintf(rel, sizeof(rel), CPU_DIR "/cpu%d/tsc/status", c->cpu);
@@ -71,16 +71,14 @@ static int read_cpu(const char *root, struct tsc_cpu_offset *c)
 	FIELD("offset_min_ticks", tsc__read_s64, &c->min);
 	FIELD("offset_max_ticks", tsc__read_s64, &c->max);
 	FIELD("rounds", tsc__read_u64, &rounds);
-	FIELD("consistent", tsc__read_u64, &consistent);
+	FIELD("consistent", tsc__read_flag, &c->consistent);
 #undef FIELD
-	if (c->min > c->offset || c->offset > c->max || consistent > 1 ||
-	    rounds > UINT32_MAX) {
+	if (c->min > c->offset || c->offset > c->max || rounds > UINT32_MAX) {
 		err = tsc__fail(-EINVAL, "cpu%d: the module's offset files contradict each other",
 				c->cpu);
 		goto unmeasured;
 	}
 	c->rounds = (uint32_t)rounds;
-	c->consistent = consistent;
 	return 0;
 
 unmeasured:
@@ -96,14 +94,15 @@ unmeasured:
 static int module_offsets(const char *root, struct tsc_report *r)
 {
 	for (int tries = 0; tries < 5; tries++) {
-		uint64_t gen, gen_after, skew, monotonic;
+		uint64_t gen, gen_after, skew;
+		bool monotonic;
 		int64_t ref;
 		int err;
 
 		if ((err = tsc__read_u64(root, CPU_DIR "/tsc/generation", &gen)) ||
 		    (err = tsc__read_s64(root, CPU_DIR "/tsc/reference_cpu", &ref)) ||
 		    (err = tsc__read_u64(root, CPU_DIR "/tsc/max_skew_ticks", &skew)) ||
-		    (err = tsc__read_u64(root, CPU_DIR "/tsc/monotonic_vs_reference", &monotonic)))
+		    (err = tsc__read_flag(root, CPU_DIR "/tsc/monotonic_vs_reference", &monotonic)))
 			return err;
 		for (unsigned int i = 0; i < r->ncpus; i++) {
 			r->cpus[i] = (struct tsc_cpu_offset){ .cpu = (int)i };
@@ -117,7 +116,7 @@ static int module_offsets(const char *root, struct tsc_report *r)
 			r->offsets_source = TSC_OFFSETS_MODULE;
 			r->reference_cpu = (int)ref;
 			r->max_skew_ticks = skew;
-			r->monotonic = monotonic == 1;
+			r->monotonic = monotonic;
 			return 0;
 		}
 	}
@@ -290,7 +289,7 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 	long conf = sysconf(_SC_NPROCESSORS_CONF);
 	unsigned int outside = 0;
 	char path[4096], buf[256];
-	uint64_t unstable;
+	bool unstable;
 	unsigned int n;
 	size_t len;
 	int err;
@@ -323,22 +322,31 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 
 	cpu_features(r);
 	tsc__clocksource(o.sysfs_root, r->clocksource, sizeof(r->clocksource));
-	err = tsc__read_u64(o.sysfs_root, CPU_DIR "/tsc/unstable", &unstable);
-	if (!err && unstable <= 1)
-		r->kernel_unstable = (int)unstable;
+	/*
+	 * No file: no module.  A file that cannot be read, or reads other than
+	 * 0 or 1, is the module's (or claims to be) and says nothing usable:
+	 * an error, not a module taken for absent.
+	 */
+	err = tsc__read_flag(o.sysfs_root, CPU_DIR "/tsc/unstable", &unstable);
+	if (!err)
+		r->kernel_unstable = unstable;
+	else if (err != -ENOENT)
+		goto fail;
 
 	if (r->kernel_unstable != -1 && !o.userspace)
 		err = module_offsets(o.sysfs_root, r);
 	else
 		err = userspace_offsets(o.sysfs_root, r, o.min_rounds ? o.min_rounds : 256,
 					o.max_ms ? o.max_ms : 1000, &outside);
-	if (err) {
-		tsc_report_free(r);
-		return err;
-	}
+	if (err)
+		goto fail;
 	judge(r, outside);
 	tsc__clear_error();
 	return 0;
+
+fail:
+	tsc_report_free(r);
+	return err;
 }
 
 void tsc_report_free(struct tsc_report *r)

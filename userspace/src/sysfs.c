@@ -222,6 +222,25 @@ int tsc__read_s64(const char *root, const char *rel, int64_t *v)
 	return err;
 }
 
+/*
+ * The module writes its flags as "0" or "1" and nothing else: another
+ * number means the file is not what the reader thinks, and taking it for
+ * either answer would be a guess.
+ */
+int tsc__read_flag(const char *root, const char *rel, bool *v)
+{
+	uint64_t n = 0;	/* the analyser cannot see that an error leaves it unread */
+	int err = tsc__read_u64(root, rel, &n);
+
+	if (err)
+		return err;
+	if (n > 1)
+		return tsc__fail(-EINVAL, "%s%s: %llu, not 0 or 1", tsc__sysfs_root(root), rel,
+				 (unsigned long long)n);
+	*v = n == 1;
+	return 0;
+}
+
 void tsc__clocksource(const char *root, char *out, size_t size)
 {
 	char path[4096], buf[64];

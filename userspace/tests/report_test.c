@@ -248,6 +248,43 @@ TEST_F(module, bad_files_are_refused)
 }
 
 /*
+ * Every flag the module writes is 0 or 1.  A 2 is no answer: not "yes",
+ * not "no", and not a sign that the module is absent (tsc/unstable once
+ * made the library measure in userspace as if it were).  EINVAL, naming
+ * the file.
+ */
+TEST_F(module, a_flag_other_than_0_or_1_is_refused)
+{
+	static const char *const flags[] = {
+		"/devices/system/cpu/tsc/unstable",
+		"/devices/system/cpu/tsc/monotonic_vs_reference",
+		"/devices/system/cpu/cpu0/tsc/consistent",
+		"/devices/system/cpu/cpu1/tsc/consistent",
+	};
+	struct tsc_report r;
+	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
+
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		char good[64] = "", path[256], want[300];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s%s", self->dir, flags[i]);
+		f = fopen(path, "r");
+		ASSERT_NE(NULL, f);
+		ASSERT_NE(NULL, fgets(good, sizeof(good), f));
+		ASSERT_EQ(0, fclose(f));
+		fake_put(_metadata, self->dir, flags[i], "2\n");
+		EXPECT_EQ(-EINVAL, tsc_report_get(&r, &o)) TH_LOG("%s: 2", flags[i]);
+		snprintf(want, sizeof(want), "%s: 2, not 0 or 1", path);
+		EXPECT_STREQ(want, tsc_last_error());
+		EXPECT_EQ(NULL, r.cpus);
+		fake_put(_metadata, self->dir, flags[i], good);
+	}
+	ASSERT_EQ(0, tsc_report_get(&r, &o)) TH_LOG("%s", tsc_last_error());
+	tsc_report_free(&r);
+}
+
+/*
  * Without the module, a fake sysfs whose CPUs 0 to last are possible, and
  * online as given; this thread's CPUs as given (NULL: as they are).
  */
