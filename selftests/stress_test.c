@@ -273,10 +273,12 @@ TEST_F_TIMEOUT(module, random_parameters, 900)
  * (irqoff_best_of_three()).  That slack is wide enough to hide a bound
  * that is ignored (a pair's natural window is well under 1 ms), so the
  * bound must also be obeyed: the longest window at 10000 us is longer
- * than four times the one at 1 us (measured under TCG: 398 us against
- * 4.4 us; a constant bound, whatever its value, gives 1x).  In an
- * overcommitted guest the host deschedules vCPUs all the time; there the
- * figures are only logged, and the test says it skipped.
+ * than twice the one at 1 us.  Measured under TCG, best of three: 382 to
+ * 584 us against 1.8 to 23 us, where the host's noise put all three
+ * windows at 1 us at 23-59 us once; a constant bound, whatever its value,
+ * gives about 1x.  In an overcommitted guest the host deschedules vCPUs
+ * all the time; there the figures are only logged, and the test says it
+ * skipped.
  */
 TEST_F(module, irqoff_bound_at_limits)
 {
@@ -303,7 +305,7 @@ TEST_F(module, irqoff_bound_at_limits)
 	}
 	if (overcommitted)
 		SKIP(return, "bound not asserted: %s", overcommitted);
-	EXPECT_LT(4 * best[0], best[nbounds - 1])
+	EXPECT_LT(2 * best[0], best[nbounds - 1])
 		TH_LOG("the bound is not obeyed: %" PRIu64 " ns at %d us, %" PRIu64 " ns at %d us",
 		       best[0], bounds[0], best[nbounds - 1], bounds[nbounds - 1]);
 }
