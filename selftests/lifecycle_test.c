@@ -49,18 +49,40 @@ TEST_F(module, bad_parameters)
 	}
 }
 
-/* The limits themselves are valid. */
+/* Each name=value of params reads back from parameters/name as value. */
+static void expect_read_back(struct __test_metadata *_metadata, const char *params)
+{
+	char copy[256], *save, *tok;
+
+	snprintf(copy, sizeof(copy), "%s", params);
+	for (tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		char *eq = strchr(tok, '='), path[PATH_MAX], buf[64];
+		int n;
+
+		ASSERT_NE(NULL, eq) TH_LOG("'%s' in '%s'", tok, params);
+		*eq = '\0';
+		snprintf(path, sizeof(path), MODULE_DIR "/parameters/%s", tok);
+		n = read_file(path, buf, sizeof(buf));
+		ASSERT_LT(0, n) TH_LOG("%s: %s", path, strerror(-n));
+		buf[strcspn(buf, "\n")] = '\0';
+		EXPECT_STREQ(eq + 1, buf) TH_LOG("%s, loaded with '%s'", path, params);
+	}
+}
+
+/* The limits themselves are valid, and are the values in use. */
 TEST_F(module, parameters_at_limits)
 {
 	static const char * const good[] = {
 		"rounds=8", "rounds=1000000 timeout_ms=10", "irqoff_max_us=1",
 		"irqoff_max_us=10000", "timeout_ms=10", "timeout_ms=60000",
-		"reference_cpu=-1", "reference_cpu=0",
+		"reference_cpu=-1", "reference_cpu=0", "measure_isolated=Y",
+		"measure_isolated=N",
 	};
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		ASSERT_EQ(0, module_load(good[i])) TH_LOG("%s", good[i]);
 		EXPECT_EQ(0, access(FREQ_FILE, R_OK));
+		expect_read_back(_metadata, good[i]);
 		ASSERT_EQ(0, module_unload());
 		expect_no_files(_metadata);
 	}
