@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "fake_sysfs.h"
-#include "kselftest_harness.h"
+#include "../../selftests/harness.h"
 #include "libtsc.h"
 
 static uint64_t clock_ns(clockid_t id)

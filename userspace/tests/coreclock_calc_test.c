@@ -8,7 +8,7 @@
  */
 #include <math.h>
 
-#include "kselftest_harness.h"
+#include "../../selftests/harness.h"
 #include "../tools/coreclock_calc.h"
 
 static const struct cc_variant vars[] = {

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "kselftest_harness.h"
+#include "../../selftests/harness.h"
 
 /* A fake sysfs root holding 'khz' (0: no file), its name into dir[size]. */
 static inline void fake_root(struct __test_metadata *_metadata, char *dir,

@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "../../selftests/harness.h"
 #include "libtsc.h"
 #include "../tools/jitter_causes.h"
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "kselftest_harness.h"
+#include "../../selftests/harness.h"
 
 /*
  * The kernel's cyc2ns scale for tsc_khz: ns = cycles * mult >> shift,

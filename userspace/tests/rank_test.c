@@ -14,7 +14,7 @@
 
 #include "fake_sysfs.h"
 #include "internal.h"
-#include "kselftest_harness.h"
+#include "../../selftests/harness.h"
 
 struct leaf {
 	uint32_t leaf;

@@ -9,7 +9,7 @@
 
 #include "fake_sysfs.h"
 #include "internal.h"
-#include "kselftest_harness.h"
+#include "../../selftests/harness.h"
 
 /*
  * A synthetic race: CPUs take turns in a random order; each stamps its

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "kselftest_harness.h"
+#include "../../selftests/harness.h"
 #include "internal.h"
 
 /* A sysfs root in a temporary directory, with cpu0's directory in it. */

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kselftest_harness.h"
+#include "../../selftests/harness.h"
 #include "internal.h"
 
 #define HANDOFFS 5000000ul
