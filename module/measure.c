@@ -387,6 +387,9 @@ static bool hotplug_touched(const struct measurement *m, unsigned int cpu)
  */
 static bool ref_lost(struct measurement *m)
 {
+	/* No reference, no pair prepared: judge_cpu() stops before this. */
+	if (WARN_ON_ONCE(m->ref < 0))
+		return true;
 	if (!m->ref_lost && (!cpu_online(m->ref) || !cpu_wanted(m->ref) ||
 			     hotplug_touched(m, m->ref)))
 		m->ref_lost = true;

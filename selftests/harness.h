@@ -15,6 +15,11 @@
  *    completed leaves through the harness's own jump, as a failed ASSERT
  *    does, so that neither the body nor the teardown runs.
  *
+ * Two rules follow.  A SKIP in FIXTURE_SETUP comes before anything the
+ * teardown would undo, which does not run.  A teardown uses ASSERT, not
+ * EXPECT: after a SKIP in the body, 6.1 still reports a failed EXPECT in
+ * the teardown as a skip.
+ *
  * Include this instead of kselftest_harness.h.
  */
 #ifndef TSCFK_HARNESS_H
