@@ -283,9 +283,9 @@ TEST_F_TIMEOUT(module, random_parameters, 900)
 TEST_F(module, irqoff_bound_at_limits)
 {
 	static const int bounds[] = { 1, 100, 10000 };
-	const int nbounds = sizeof(bounds) / sizeof(bounds[0]);
+	const int nbounds = ARRAY_SIZE(bounds);
 	const char *overcommitted = getenv("TSCFK_OVERCOMMITTED");
-	uint64_t best[sizeof(bounds) / sizeof(bounds[0])];
+	uint64_t best[ARRAY_SIZE(bounds)];
 
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		SKIP(return, "one CPU online: no IRQ-off windows to measure");
