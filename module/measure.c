@@ -382,8 +382,9 @@ static bool hotplug_touched(const struct measurement *m, unsigned int cpu)
  * isolated by a cpuset (not ours to disturb)?  Then the rest of the run is
  * not measured, and publish() asks for another, against a new reference.
  * The hotplug lock does not hold isolation still (cpuset writers take it
- * for reading too): this narrows the window to one pair, as cpu_wanted()
- * does for the targets.  Under cpus_read_lock().
+ * for reading too): this narrows the window to the moment between the
+ * judgement and the start of the pair's reference side (tscfk_pp_measure()),
+ * as cpu_wanted() does for the targets.  Under cpus_read_lock().
  */
 static bool ref_lost(struct measurement *m)
 {

@@ -124,7 +124,6 @@ struct tscfk_pp {
 	unsigned int nr_trips;
 
 	struct pp_side ref, target;
-	int ref_err;		/* why the reference's side did not start */
 	refcount_t refs;	/* the caller's and one per started side */
 };
 
@@ -487,15 +486,14 @@ struct tscfk_pp *tscfk_pp_start(unsigned int ref_cpu, unsigned int target_cpu)
 
 /*
  * Before the pair's turn: wait, until the measurement's common deadline
- * start_by (jiffies), for the target's side to start, and then start the
- * reference's, which sleeps until the turn.
+ * start_by (jiffies), for the target's side to start.  The reference's
+ * side starts only at the turn, once the pair is judged to be measured:
+ * a reference that went away meanwhile is not woken for nothing.
  */
 void tscfk_pp_prepare(struct tscfk_pp *pp, unsigned long start_by)
 {
-	if (IS_ERR_OR_NULL(pp) || !wait_until(&pp->target.started, start_by) ||
-	    READ_ONCE(pp->target.wrong_cpu))
-		return;
-	pp->ref_err = pp_side_start(pp, &pp->ref, pp_reference);
+	if (!IS_ERR_OR_NULL(pp))
+		wait_until(&pp->target.started, start_by);
 }
 
 /*
@@ -572,9 +570,9 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 		pair->why = TSCFK_WHY_WRONG_CPU;
 		return;
 	}
-	if (!pp->ref.task) {
-		/* None if the target's side started after the deadline. */
-		pair->why = pp->ref_err ? TSCFK_WHY_NO_MEMORY : TSCFK_WHY_NOT_STARTED;
+	/* The target's side holds the module: ENODEV only for rmmod -f. */
+	if (pp_side_start(pp, &pp->ref, pp_reference)) {
+		pair->why = TSCFK_WHY_NO_MEMORY;
 		return;
 	}
 	pp->trips = kvmalloc_array(tscfk_rounds, sizeof(*pp->trips), GFP_KERNEL);

@@ -84,9 +84,9 @@ struct tscfk_pair {
 /*
  * A pair's life: tscfk_pp_start() starts the target's side at once
  * (ERR_PTR on failure); before the pair's turn, tscfk_pp_prepare() waits
- * until 'start_by' at most for it to start, and starts the reference's;
- * at its turn tscfk_pp_measure() measures, in timeout_ms and a little
- * slack; tscfk_pp_release() ends the pair in any case, moving its sides to
+ * until 'start_by' at most for it to start; at its turn tscfk_pp_measure()
+ * starts the reference's and measures, in timeout_ms and a little slack;
+ * tscfk_pp_release() ends the pair in any case, moving its sides to
  * housekeeping CPUs before they end.  None under the hotplug lock, and
  * tscfk_pp_prepare() and tscfk_pp_release() accept an ERR_PTR or NULL.
  */
