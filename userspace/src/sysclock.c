@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +73,7 @@ static struct mapped {
 static int map_page(const char *root, const volatile struct tsc_timepage **out)
 {
 	char path[512];
+	struct stat st;
 	void *p;
 	int fd, err;
 
@@ -83,6 +85,12 @@ static int map_page(const char *root, const volatile struct tsc_timepage **out)
 			return tsc__fail(-ENOENT, "no %s: the tsc_freq_khz module (1.1 or later) is not loaded",
 					 path);
 		return tsc__fail(-err, "%s: %s", path, strerror(err));
+	}
+	/* A page wholly past the file's end would be a SIGBUS at first read. */
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    st.st_size < (off_t)sizeof(struct tsc_timepage)) {
+		close(fd);
+		return tsc__fail(-EPROTO, "%s: not a file of a clock page's size", path);
 	}
 	p = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ, MAP_SHARED, fd, 0);
 	err = errno;

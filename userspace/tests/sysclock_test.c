@@ -382,6 +382,18 @@ TEST_F(page, no_module)
 	expect_syscall_time(_metadata, &c);
 }
 
+/* A file too short for a page: no SIGBUS on reading it, clock_gettime() instead. */
+TEST_F(page, a_short_file)
+{
+	TSC_SYSCLOCK(c);
+
+	ASSERT_EQ(0, truncate(self->path, 0));
+	ASSERT_EQ(0, init(&c, self->dir));
+	EXPECT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
+	EXPECT_NE(NULL, strstr(c.why, "not a file of a clock page's size")) TH_LOG("%s", c.why);
+	expect_syscall_time(_metadata, &c);
+}
+
 /* The module went and came back: its old page says GONE, init maps the new. */
 TEST_F(page, a_reloaded_module)
 {
