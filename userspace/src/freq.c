@@ -3,6 +3,7 @@
  * Picking the best source of the TSC frequency, or the one asked for.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,11 @@ static int read_opts(const struct tsc_opts *o, struct opts *out)
 		out->verify_ppm = TSC__OPT(o, struct tsc_opts, verify_ppm);
 		out->trust_nominal = TSC__OPT(o, struct tsc_opts, trust_nominal);
 	}
-	if (out->verify_ppm <= 0)
+	/* Negated, so that a NaN, which no comparison would ever exceed, fails too. */
+	if (!(out->verify_ppm >= 0) || out->verify_ppm > 1e6)
+		return tsc__fail(-EINVAL, "verify_ppm %g: not in [0, 1e6] (0: 100 ppm)",
+				 out->verify_ppm);
+	if (out->verify_ppm == 0)
 		out->verify_ppm = 100;
 	return 0;
 }
@@ -191,7 +196,7 @@ static int confirm_nominal(struct tsc_freq *f, const struct opts *o)
 	}
 	diff = tsc_freq_diff_ppm(f, &cal);
 	allowed = o->verify_ppm + cal.precision_ppm;
-	if (diff > allowed || diff < -allowed)
+	if (!(fabs(diff) <= allowed))
 		return tsc__fail(-ERANGE, "%s: %s (%.0f Hz), but a %u ms calibration found %.0f Hz (+-%.2f ppm): %+.0f ppm apart, more than %.0f + %.2f",
 				 tsc_source_name(f->source), f->detail, f->hz, NOMINAL_CHECK_MS, cal.hz,
 				 cal.precision_ppm, diff, o->verify_ppm, cal.precision_ppm);
@@ -270,7 +275,7 @@ int tsc__freq_get(struct tsc_freq *f, const struct tsc_opts *opts,
 	if (err)
 		return err;
 	diff = tsc_freq_diff_ppm(f, &cal);
-	if (diff > o.verify_ppm || diff < -o.verify_ppm)
+	if (!(fabs(diff) <= o.verify_ppm))
 		return tsc__fail(-ERANGE, "%s says %.0f Hz, a calibration %.0f Hz (+-%.2f ppm): %+.1f ppm apart, more than %.1f",
 				 tsc_source_name(f->source), f->hz, cal.hz,
 				 cal.precision_ppm, diff, o.verify_ppm);

@@ -139,6 +139,14 @@ TEST(verify)
 		/* A looser threshold lets it through. */
 		o.verify_ppm = 2000;
 		EXPECT_EQ(0, tsc_freq_get(&f, &o));
+		/* One that no difference could exceed is refused, not obeyed. */
+		o.verify_ppm = NAN;
+		EXPECT_EQ(-EINVAL, tsc_freq_get(&f, &o));
+		EXPECT_NE(NULL, strstr(tsc_last_error(), "verify_ppm")) TH_LOG("%s", tsc_last_error());
+		o.verify_ppm = -1;
+		EXPECT_EQ(-EINVAL, tsc_freq_get(&f, &o));
+		o.verify_ppm = INFINITY;
+		EXPECT_EQ(-EINVAL, tsc_freq_get(&f, &o));
 	}
 	remove_root(dir);
 }
