@@ -88,6 +88,24 @@ unmeasured:
 }
 
 /*
+ * In one generation, the reference is the CPU that reads "reference",
+ * and no other does; an unmeasured one is a reference gone offline since.
+ */
+static int check_reference(const struct tsc_report *r, int64_t ref)
+{
+	if (ref < -1 || ref >= (int64_t)r->ncpus)
+		return tsc__fail(-EINVAL, "tsc/reference_cpu %lld: no such CPU here (%u)",
+				 (long long)ref, r->ncpus);
+	for (unsigned int i = 0; i < r->ncpus; i++)
+		if ((r->cpus[i].status == TSC_CPU_REFERENCE) != ((int64_t)i == ref) &&
+		    r->cpus[i].status != TSC_CPU_UNMEASURED)
+			return tsc__fail(-EINVAL, "cpu%u reads %s, but tsc/reference_cpu is %lld",
+					 i, (int64_t)i == ref ? "measured" : "reference",
+					 (long long)ref);
+	return 0;
+}
+
+/*
  * The module's files, as one measurement: read its generation before and
  * after, and read again if a new measurement landed in between.
  */
@@ -113,6 +131,9 @@ static int module_offsets(const char *root, struct tsc_report *r)
 		if ((err = tsc__read_u64(root, CPU_DIR "/tsc/generation", &gen_after)))
 			return err;
 		if (gen == gen_after) {
+			err = check_reference(r, ref);
+			if (err)
+				return err;
 			r->offsets_source = TSC_OFFSETS_MODULE;
 			r->reference_cpu = (int)ref;
 			r->max_skew_ticks = skew;
@@ -239,11 +260,13 @@ static void judge(struct tsc_report *r, unsigned int outside)
 		[TSC_OFFSETS_NONE] = "", [TSC_OFFSETS_MODULE] = " (measured by the module)",
 		[TSC_OFFSETS_USERSPACE] = " (measured in userspace)",
 	};
-	unsigned int measured = 0, blame = 0;
+	unsigned int compared = 0, blame = 0;
 
 	for (unsigned int i = 0; i < r->ncpus; i++)
-		if (r->cpus[i].status == TSC_CPU_MEASURED) {
-			measured++;
+		if (r->cpus[i].status == TSC_CPU_REFERENCE) {
+			compared++;
+		} else if (r->cpus[i].status == TSC_CPU_MEASURED) {
+			compared++;
 			if (!r->cpus[i].consistent)
 				blame++;
 		}
@@ -269,7 +292,7 @@ static void judge(struct tsc_report *r, unsigned int outside)
 		say(r, "a single CPU: nothing to compare");
 	else if (r->monotonic)
 		say(r, "%u CPUs within %llu ticks of each other, none stepping back against cpu%d%s",
-		    measured + 1, (unsigned long long)r->max_skew_ticks, r->reference_cpu,
+		    compared, (unsigned long long)r->max_skew_ticks, r->reference_cpu,
 		    by[r->offsets_source]);
 	if (r->kernel_unstable == -1)
 		say(r, "the kernel's own verdict is unknown (tsc_freq_khz not loaded)");

@@ -213,6 +213,21 @@ TEST_F(module, offline_cpu_is_unmeasured)
 	tsc_report_free(&r);
 }
 
+/* The reference went offline since: counted no more, and no error. */
+TEST_F(module, reference_gone_offline)
+{
+	struct tsc_report r;
+	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
+
+	fake_put(_metadata, self->dir, "/devices/system/cpu/cpu0/tsc/status", "unmeasured\n");
+	ASSERT_EQ(0, tsc_report_get(&r, &o)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(0, r.reference_cpu);
+	EXPECT_EQ(TSC_CPU_UNMEASURED, r.cpus[0].status);
+	TH_LOG("%s", r.verdict);
+	EXPECT_NE(NULL, strstr(r.verdict, " 1 CPUs within 250 ticks")) TH_LOG("%s", r.verdict);
+	tsc_report_free(&r);
+}
+
 TEST_F(module, bad_files_are_refused)
 {
 	static const char *const bad[][2] = {
@@ -223,6 +238,11 @@ TEST_F(module, bad_files_are_refused)
 		{ "/devices/system/cpu/cpu1/tsc/consistent", "2\n" },
 		{ "/devices/system/cpu/tsc/max_skew_ticks", "\n" },
 		{ "/devices/system/cpu/tsc/generation", "99999999999999999999999\n" },
+		/* No such CPU; and one that reads "measured" against itself. */
+		{ "/devices/system/cpu/tsc/reference_cpu", "5000000000\n" },
+		{ "/devices/system/cpu/tsc/reference_cpu", "2\n" },
+		{ "/devices/system/cpu/tsc/reference_cpu", "-2\n" },
+		{ "/devices/system/cpu/tsc/reference_cpu", "1\n" },
 	};
 	struct tsc_report r;
 	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
