@@ -140,6 +140,8 @@ struct tsc_opts {
 	/*
 	 * Later fields start here, past the padding, so that the size tells
 	 * every version apart (a field in the padding would not change it).
+	 * A version's fields end with a named reserved field where they
+	 * would leave padding (see struct tsc_sysclock_opts).
 	 */
 	size_t :0;
 };
@@ -363,6 +365,12 @@ struct tsc_sysclock_opts {
 	 * the housekeeping CPUs: online, not isolated, not nohz_full.
 	 */
 	bool helper_inherit;
+	/*
+	 * A version's fields leave no padding: an initialiser need not zero
+	 * padding, and a library older than the field would take a stray
+	 * byte there for a field it does not know (EINVAL).  Always zero.
+	 */
+	unsigned char tsc__reserved_1_2[3];
 	size_t :0;		/* and here */
 };
 

@@ -431,8 +431,26 @@ TEST(sizes_and_options)
 	c.sz = sizeof(c);
 	EXPECT_EQ(-EINVAL, tsc_sysclock_init(&c, &n.o));
 	n.newer = 0;
+	/* Padding in a program built against 1.2.0's header: ignored. */
+	n.o.tsc__reserved_1_2[2] = 0xab;
 	EXPECT_EQ(0, tsc_sysclock_init(&c, &n.o)) TH_LOG("%s", tsc_last_error());
 	EXPECT_NE(TSC_SYSCLOCK_NONE, c.path);
+}
+
+/*
+ * Each version's fields fill their 8 bytes with no padding, which an
+ * initialiser need not zero: a library of the version before would take
+ * a stray byte there for a field it does not know.
+ */
+TEST(no_padding_in_a_versions_fields)
+{
+	struct tsc_sysclock_opts o;
+
+	EXPECT_EQ(24u, offsetof(struct tsc_sysclock_opts, order));	/* 1.1 knew 24 */
+	EXPECT_EQ(sizeof(o) - 24, sizeof(o.order) + sizeof(o.helper_inherit) +
+				  sizeof(o.tsc__reserved_1_2));
+	EXPECT_EQ(offsetof(struct tsc_sysclock_opts, helper_inherit) + sizeof(o.helper_inherit),
+		  offsetof(struct tsc_sysclock_opts, tsc__reserved_1_2));
 }
 
 TEST_HARNESS_MAIN
