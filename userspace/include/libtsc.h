@@ -11,8 +11,8 @@
  *  - a clock reading the TSC, anchored to CLOCK_MONOTONIC and CLOCK_REALTIME.
  *
  * Functions return 0 or a negative errno; tsc_last_error() then says why in
- * words.  Nothing prints.  Everything but initialisation is lock-free and
- * safe from any thread.  See tsc(7) and each function's man page.
+ * words.  Nothing prints.  The readers are lock-free and safe from any
+ * thread; tsc(7) says which calls take a lock.  See each function's man page.
  */
 #ifndef LIBTSC_H
 #define LIBTSC_H

@@ -502,6 +502,8 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 int tsc_sysclock_sync(struct tsc_sysclock *c)
 {
 	tsc__clear_error();
+	if (!c->disc && c->path == TSC_SYSCLOCK_DISCIPLINED)
+		return tsc__fail(-EINVAL, "a disciplined clock no more: tsc_sysclock_fini() was called");
 	if (!c->disc)
 		return tsc__fail(-EINVAL, "not a disciplined clock: %s", c->why);
 	return tsc__discipline_sync(c->disc);

@@ -93,6 +93,10 @@ TEST_F(disc, follows_the_system_clocks)
 	EXPECT_GT(100000, err);
 	tsc_sysclock_fini(&c);
 	EXPECT_EQ(NULL, c.disc);
+	/* Released: no more syncs, and the reason says so. */
+	EXPECT_EQ(-EINVAL, tsc_sysclock_sync(&c));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "tsc_sysclock_fini() was called"))
+		TH_LOG("%s", tsc_last_error());
 }
 
 /* Not asked for: clock_gettime(), and no sync. */
