@@ -6,8 +6,8 @@
 # scheduler's fair share says (one: about half, two: about two thirds),
 # and the sweep table orders them (these three on a CPU that is not
 # emulated); the JSON validates; every {} takes the sweep's value; a
-# command that ends during the counting fails the run; no spinner
-# outlives the run.
+# command that ends during the counting fails the run; a SIGTERM to the
+# tool reaches the command; no spinner outlives the run.
 #
 # Usage: tsc_interference_test.sh TOOL SCHEMA
 
@@ -18,7 +18,7 @@ schema=${2:?usage}
 
 cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 
-ktap_plan 16
+ktap_plan 17
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-interference' "$tmp/help")"
 usage_errors "$tool" "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--runs 0" \
@@ -120,6 +120,29 @@ echo "# a command that ends mid-count: exit $st: $(head -n 1 "$tmp/err")"
 ktap_check "a command ending during the counting: exit 3, no result, and why" \
 	test $st = 3 -a ! -s "$tmp/ended.json" \
 	-a -n "$(grep -l 'ended during the counting (status 5)' "$tmp/err")"
+# Killed while the command runs, the tool passes the signal on: the
+# command is in a group of its own, and would run on without a word.
+# The command is a sleep no other test runs, started after the 1 s of
+# baseline; the tool is killed once it is seen.
+marker=$(printf 'sleep 3%d.%d' $$ "$RANDOM")
+# shellcheck disable=SC2086 # the marker is the command and its argument
+"$tool" --cpu "$cpu" --seconds 5 --runs 1 -- $marker > /dev/null 2>&1 &
+tool_pid=$!
+for _ in $(seq 100); do
+	pgrep -fx "$marker" > /dev/null && break
+	sleep 0.1
+done
+pgrep -fx "$marker" > /dev/null; seen=$?
+kill -TERM "$tool_pid"
+wait "$tool_pid"; st=$?
+for _ in $(seq 20); do
+	pgrep -fx "$marker" > /dev/null || break
+	sleep 0.1
+done
+pgrep -fx "$marker" > /dev/null; left=$?
+pkill -fx "$marker"
+echo "# killed by SIGTERM: exit $st; the command seen: $((!seen)), left running: $((!left))"
+ktap_check "SIGTERM during a run ends the command too" test $seen = 0 -a $st = 143 -a $left = 1
 # pgrep exits 1 when nothing matches (and 127 if it is missing: a failure).
 pgrep -f 'while :; do :; done' > /dev/null
 ktap_check "no spinner is left behind" test $? = 1

@@ -138,20 +138,70 @@ static char **expand(char **cmd, int argc, const char *value)
 	return out;
 }
 
-/* Start cmd in its own process group, so that stopping it stops all. */
+/*
+ * The command's process group while it runs, for the handler below: in
+ * a group of its own it hears no Ctrl-C from the terminal, and a
+ * tsc-interference killed meanwhile would leave it running (a perf
+ * record -a, say) with nobody to stop it.
+ */
+static volatile sig_atomic_t command_group;
+static const int fatal_signals[] = { SIGINT, SIGTERM, SIGHUP };
+
+/* Pass the signal on to the command's group, then die of it as before. */
+static void pass_on(int sig)
+{
+	pid_t group = command_group;
+
+	if (group > 0)
+		kill(-group, sig);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void catch_fatal_signals(void)
+{
+	struct sigaction sa = { .sa_handler = pass_on };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
+		sigaction(fatal_signals[i], &sa, NULL);
+}
+
+/*
+ * Start cmd in its own process group, so that stopping it stops all.
+ * The signals above wait until command_group names it.
+ */
 static pid_t start(char **argv)
 {
-	pid_t pid = fork();
+	sigset_t fatal, old;
+	pid_t pid;
 
+	sigemptyset(&fatal);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
+		sigaddset(&fatal, fatal_signals[i]);
+	sigprocmask(SIG_BLOCK, &fatal, &old);
+	pid = fork();
 	if (pid == 0) {
 		setpgid(0, 0);
+		/* exec keeps the mask; the handlers it resets. */
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		execvp(argv[0], argv);
 		fprintf(stderr, "tsc-interference: %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
-	if (pid > 0)
+	if (pid > 0) {
 		setpgid(pid, pid);
+		command_group = pid;
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	return pid;
+}
+
+/* Reap the command, no longer to be signalled: its pid may be reused. */
+static void reap(pid_t pid, int *status)
+{
+	command_group = 0;
+	waitpid(pid, status, 0);
 }
 
 /*
@@ -168,25 +218,29 @@ static bool ended(pid_t pid, int *status)
 		return false;
 	*status = info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
 	kill(-pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	reap(pid, NULL);
 	return true;
 }
 
 /* SIGINT first (perf writes its data then), SIGKILL after 2 s. */
 static int stop(pid_t pid)
 {
+	siginfo_t info = { 0 };
 	int status = 0;
 
 	kill(-pid, SIGINT);
 	for (int i = 0; i < 200; i++) {
 		struct timespec ms10 = { 0, 10000000 };
 
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			return status;
+		/* Not reaped yet (WNOWAIT): a signal still goes to its group. */
+		if (!waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) &&
+		    info.si_pid == pid)
+			break;
 		nanosleep(&ms10, NULL);
 	}
-	kill(-pid, SIGKILL);
-	waitpid(pid, &status, 0);
+	if (info.si_pid != pid)
+		kill(-pid, SIGKILL);
+	reap(pid, &status);
 	return status;
 }
 
@@ -275,6 +329,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tsc-interference: %s\n", tsc_last_error());
 		return EXIT_FAIL;
 	}
+	catch_fatal_signals();
 	/* Commands started later inherit the full mask, not ours. */
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
