@@ -49,7 +49,7 @@ PY
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 38
+ktap_plan 39
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--prometheus --json" "--sysfs-root" \
@@ -125,6 +125,20 @@ echo "# failing report: exit $st: $(head -n 1 "$tmp/err")"
 ktap_check "--output: a failed report (exit 3) leaves the file as it was, no temporary file" \
 	test $st = 3 -a "$(stat -c %i "$tmp/textfile/tsc.prom")" = "$ino" -a "$(ls -A "$tmp/textfile")" = tsc.prom
 ktap_check "--output: its content unchanged" cmp "$tmp/textfile/tsc.prom" "$tmp/before"
+# Killed while it measures (--verify calibrates for up to a second), as
+# a systemd timeout would: no temporary file left behind.
+"$tool" --sysfs-root "$tmp/good" --verify --prometheus --output "$tmp/textfile/tsc.prom" &
+pid=$!
+for _ in $(seq 50); do
+	[ "$(find "$tmp/textfile" -mindepth 1 | wc -l)" -gt 1 ] && break
+	sleep 0.01
+done
+seen=$(find "$tmp/textfile" -mindepth 1 | wc -l)
+kill -TERM $pid
+wait $pid; st=$?
+echo "# killed while measuring: exit $st, files seen before: $seen, after: $(find "$tmp/textfile" -mindepth 1 -printf '%f ')"
+ktap_check "--output: killed by SIGTERM, its temporary file removed, the file as it was" \
+	test $st = 143 -a "$seen" = 2 -a "$(ls -A "$tmp/textfile")" = tsc.prom
 # Standard output that cannot be written (a full disk): the report is
 # lost, which fails the run (exit 3), whatever the verdict.
 name="standard output not written (/dev/full): exit 3 with a message"

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,7 +362,38 @@ struct output {
 	const char *path;
 	char *tmp;
 	FILE *f;
+	bool renamed;	/* the report replaced path: no more "left as it was" */
 };
+
+/*
+ * The temporary file while it exists: a tsc-report killed meanwhile (a
+ * systemd timeout, Ctrl-C) removes it rather than leave it in the
+ * node_exporter's directory at every timeout.
+ */
+static char *volatile tmp_to_remove;
+static const int fatal_signals[] = { SIGINT, SIGTERM, SIGHUP };
+
+static void remove_tmp_and_die(int sig)
+{
+	char *tmp = tmp_to_remove;
+
+	if (tmp)
+		unlink(tmp);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void set_tmp_to_remove(char *tmp)
+{
+	struct sigaction sa = { .sa_handler = remove_tmp_and_die };
+
+	tmp_to_remove = tmp;
+	if (!tmp)
+		return;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
+		sigaction(fatal_signals[i], &sa, NULL);
+}
 
 /* The temporary file, or NULL with errno set. */
 static FILE *output_open(struct output *o, const char *path)
@@ -374,6 +406,7 @@ static FILE *output_open(struct output *o, const char *path)
 	o->path = path;
 	o->f = NULL;
 	o->tmp = NULL;
+	o->renamed = false;
 	/*
 	 * Only a regular file is replaced: not a device (root writing to
 	 * /dev/full would replace it), not a directory, and not a symbolic
@@ -389,6 +422,8 @@ static FILE *output_open(struct output *o, const char *path)
 		return NULL;
 	}
 	fd = mkostemp(o->tmp, O_CLOEXEC);
+	if (fd >= 0)
+		set_tmp_to_remove(o->tmp);
 	if (fd >= 0 && !fchmod(fd, 0644))
 		o->f = fdopen(fd, "w");
 	if (!o->f) {
@@ -397,6 +432,7 @@ static FILE *output_open(struct output *o, const char *path)
 		if (fd >= 0) {
 			close(fd);
 			unlink(o->tmp);
+			set_tmp_to_remove(NULL);
 		}
 		free(o->tmp);
 		o->tmp = NULL;
@@ -405,7 +441,11 @@ static FILE *output_open(struct output *o, const char *path)
 	return o->f;
 }
 
-/* The directory of path, flushed: the rename is on disk too. */
+/*
+ * The directory of path, flushed: the rename is on disk too.  A directory
+ * we may write but not read cannot be opened to be flushed: the rename
+ * stands, as any writer's there would.
+ */
 static int sync_dir(const char *path)
 {
 	const char *base = strrchr(path, '/');
@@ -415,7 +455,7 @@ static int sync_dir(const char *path)
 	if (!dir)
 		return -ENOMEM;
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd))
+	if ((fd < 0 && errno != EACCES) || (fd >= 0 && fsync(fd)))
 		err = -errno;
 	if (fd >= 0)
 		close(fd);
@@ -440,9 +480,12 @@ static int output_close(struct output *o, bool ok)
 		err = -errno;
 	if (!ok || err)
 		unlink(o->tmp);
-	else
-		err = sync_dir(o->path);
+	set_tmp_to_remove(NULL);
 	free(o->tmp);
+	if (ok && !err) {
+		o->renamed = true;
+		err = sync_dir(o->path);
+	}
 	return err;
 }
 
@@ -571,8 +614,9 @@ int main(int argc, char **argv)
 		int werr = output_close(&o, true);
 
 		if (werr) {
-			fprintf(stderr, "tsc-report: --output %s: %s (left as it was)\n", output,
-				strerror(-werr));
+			fprintf(stderr, "tsc-report: --output %s: %s (%s)\n", output, strerror(-werr),
+				o.renamed ? "written, but its directory could not be synced" :
+				"left as it was");
 			return EXIT_FAILURE_;
 		}
 	}
