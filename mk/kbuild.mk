@@ -42,12 +42,14 @@ style: linux-source
 # The kernel's make is the root's own (the root's compiler and make, and
 # env -i there drops MAKEFLAGS) or this machine's 'make' for a kernel
 # here: '+' hands it make's jobserver under -j, which it would otherwise
-# complain of in build.log.
+# complain of in build.log; not under make -n, which would then run it
+# (in a directory the rule's first line, only shown, has not made).
+kbuild_recursive = $(if $(findstring n,$(firstword -$(MAKEFLAGS))),,+)
 FAKE_KO = $(BUILD)/kbuild/$(1)/kmod/tscfk_fake_kernel_file.ko
 kbuild-check: $(foreach k,$(BUILD_KERNELS),$(BUILD)/kbuild/$(k)/tsc_freq_khz.ko $(call FAKE_KO,$(k)))
 in_kernel_root = $(if $(call kernel_root,$(1)),scripts/kernel-roots.sh run $(call kernel_root,$(1)) $(2) --)
 define kbuild_w1_sparse
-	+$(call in_kernel_root,$(1),$(@D)) make -C /lib/modules/$(1)/build M=$(@D) W=1 C=2 modules \
+	$(kbuild_recursive)$(call in_kernel_root,$(1),$(@D)) make -C /lib/modules/$(1)/build M=$(@D) W=1 C=2 modules \
 		> $(@D)/build.log 2>&1 || { cat $(@D)/build.log; exit 1; }
 	@if grep -E ': (warning|error):' $(@D)/build.log | grep -Ev '^make(\[[0-9]+\])?: '; then \
 		rm -f $@; exit 1; fi
