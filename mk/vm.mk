@@ -48,7 +48,7 @@ vm_only = $(if $(filter 1,$(2)),$(ONE_CPU_TESTS),$(if $(filter 2,$(2)),,$(if \
 	$(filter $(NEWEST_GENERIC),$(1)),$(STALL_TESTS),$(OVERCOMMIT_TESTS))))
 vm_why = "$(if $(filter 2,$(2)),run in one guest only: see Documentation/testing.md's table of guests,not what \
 	the $(2)-CPU guest is for: see Documentation/testing.md's table of guests)"
-$(VM_RUNS): vm-%: selftests lib dkms-check kbuild-check
+$(VM_RUNS): vm-%: selftests lib lib-helpers dkms-check kbuild-check
 	@mkdir -p $(BUILD)/vm
 	$(if $(filter-out 0,$(shell echo $$(( $(call vm_smp,$*) > $(HOST_CPUS) )))), \
 		TSCFK_OVERCOMMITTED="$(call vm_smp,$*) vCPUs on $(HOST_CPUS) host CPUs") \
