@@ -54,13 +54,19 @@ KERNELRELEASE ?= $(shell uname -r)
 # PIPESTATUS in lib-check.
 SHELL := /bin/bash
 
-# Default: the running kernel's build tree, else the newest one installed.
+# Default: the running kernel's build tree, else the newest one installed
+# (for make run, check and bench, which boot that kernel in a guest where
+# this one takes no modules; make module says which it built for, and
+# make install refuses it, below).
+RUNNING := $(shell uname -r)
 ifeq ($(origin KDIR),undefined)
 KDIR := $(wildcard /lib/modules/$(KERNELRELEASE)/build)
 ifeq ($(KDIR)$(origin KERNELRELEASE),file)
 KDIR := $(if $(KERNELS),/lib/modules/$(or $(RUN_KERNEL),$(lastword $(KERNELS)))/build)
+KDIR_FALLBACK := 1
 endif
 endif
+KDIR_RELEASE = $(if $(KDIR),$(shell cat $(KDIR)/include/config/kernel.release))
 
 BUILD := $(CURDIR)/build
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
@@ -72,7 +78,10 @@ include mk/lib.mk mk/kbuild.mk mk/packaging.mk mk/vm.mk
 
 module: $(SOURCES)
 	@test -n "$(KDIR)" || { echo "no kernel build tree: install linux-headers-$(KERNELRELEASE)" >&2; exit 1; }
+	$(if $(filter-out $(RUNNING),$(KDIR_RELEASE)),@echo "$(NOT_RUNNING)" >&2)
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+NOT_RUNNING = tsc_freq_khz.ko for $(KDIR_RELEASE), not the running kernel $(RUNNING)$(if \
+	$(KDIR_FALLBACK), (it has no /lib/modules/$(RUNNING)/build))
 
 # Into updates/, where Debian's depmod looks first (6.1's kbuild says extra/,
 # 6.12's updates/).  kbuild skips depmod without System.map, which Debian's
@@ -84,10 +93,20 @@ install: install-module install-lib
 install-lib: lib
 	$(MAKE) -C userspace install OUT=$(BUILD)/userspace
 
-install-module: module
+# The fallback's kernel is not the one modprobe looks in: installing there
+# (not staged, on a kernel that takes modules) would load nothing.  Only
+# for a KDIR or KERNELRELEASE given outright.
+install-module-kernel:
+	@if [ -n "$(KDIR_FALLBACK)" ] && [ -z "$(DESTDIR)$(INSTALL_MOD_PATH)" ] && [ -e /proc/modules ]; then \
+		echo "not installing: no /lib/modules/$(RUNNING)/build for the running kernel$(if $(KDIR), (the" \
+			"module is built for $(KDIR_RELEASE))): install linux-headers-$(RUNNING), or pass KDIR=" >&2; \
+		exit 1; \
+	fi
+
+install-module: install-module-kernel module
 	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR)$(INSTALL_MOD_PATH) \
 		INSTALL_MOD_DIR=$(INSTALL_MOD_DIR) modules_install
-	$(if $(DESTDIR),,depmod -b "$(or $(INSTALL_MOD_PATH),/)" $(shell cat $(KDIR)/include/config/kernel.release))
+	$(if $(DESTDIR),,depmod -b "$(or $(INSTALL_MOD_PATH),/)" $(KDIR_RELEASE))
 
 clean:
 	@test -z "$(KDIR)" || $(MAKE) -C $(KDIR) M=$(CURDIR) clean
@@ -134,7 +153,7 @@ doc-links:
 	scripts/check-doc-links.py
 
 # On a machine whose kernel loads modules: the same selftests, directly.
-HOST_RELEASE = $(shell cat $(KDIR)/include/config/kernel.release)
+HOST_RELEASE = $(KDIR_RELEASE)
 check-host: module selftests
 	$(MAKE) $(call FAKE_KO,$(HOST_RELEASE))
 	TSCFK_FAKE_KO=$(call FAKE_KO,$(HOST_RELEASE)) \
@@ -159,5 +178,5 @@ show:
 			$(call SHOW,tsc_freq_khz.ko); \
 	fi || [ $$? -eq 1 ]
 
-.PHONY: all module install install-module install-lib clean deps-run deps-check deps-deb \
+.PHONY: all module install install-module install-module-kernel install-lib clean deps-run deps-check deps-deb \
 	check check-all check-host run show doc-links

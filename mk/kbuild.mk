@@ -34,19 +34,31 @@ style: linux-source
 # W=1 and sparse (C=2) for every kernel, each in its own copy of the tree
 # so that builds for different kernels never share objects, a kernel of a
 # root (scripts/kernel-roots.sh) inside that root, with its suite's
-# compiler and sparse.  Any warning fails.  The compat probes' answers
-# are printed beside: which branch of module/compat.h each kernel took.
-# The test module of selftests/kmod is built the same way, next to it.
+# compiler and sparse.  Any warning fails: a compiler's, sparse's or
+# objtool's diagnostic (FILE...: warning: or error:), not make's own
+# messages (make[2]: warning: ...).  The compat probes' answers are
+# printed beside: which branch of module/compat.h each kernel took.  The
+# test module of selftests/kmod is built the same way, next to it: each
+# in a directory of its own, which its rule empties (and no other), so
+# that neither rebuild nor make -j takes the other's output away.
+# The kernel's make is the root's own (the root's compiler and make, and
+# env -i there drops MAKEFLAGS) or this machine's 'make' for a kernel
+# here: '+' hands it make's jobserver under -j, which it would otherwise
+# complain of in build.log; not under make -n, which would then run it
+# (in a directory the rule's first line, only shown, has not made).
+kbuild_recursive = $(if $(findstring n,$(firstword -$(MAKEFLAGS))),,+)
+KBUILD_KO = $(BUILD)/kbuild/$(1)/tsc_freq_khz/tsc_freq_khz.ko
 FAKE_KO = $(BUILD)/kbuild/$(1)/kmod/tscfk_fake_kernel_file.ko
-kbuild-check: $(foreach k,$(BUILD_KERNELS),$(BUILD)/kbuild/$(k)/tsc_freq_khz.ko $(call FAKE_KO,$(k)))
+kbuild-check: $(foreach k,$(BUILD_KERNELS),$(call KBUILD_KO,$(k)) $(call FAKE_KO,$(k)))
 in_kernel_root = $(if $(call kernel_root,$(1)),scripts/kernel-roots.sh run $(call kernel_root,$(1)) $(2) --)
 define kbuild_w1_sparse
-	$(call in_kernel_root,$(1),$(@D)) make -C /lib/modules/$(1)/build M=$(@D) W=1 C=2 modules \
+	$(kbuild_recursive)$(call in_kernel_root,$(1),$(@D)) make -C /lib/modules/$(1)/build M=$(@D) W=1 C=2 modules \
 		> $(@D)/build.log 2>&1 || { cat $(@D)/build.log; exit 1; }
-	@if grep -E 'warning|error' $(@D)/build.log; then rm -f $@; exit 1; fi
+	@if grep -E ': (warning|error):' $(@D)/build.log | grep -Ev '^make(\[[0-9]+\])?: '; then \
+		rm -f $@; exit 1; fi
 	@echo "  $(1): $(@F): W=1 and sparse clean$(if $(call kernel_root,$(1)), (in $(call kernel_root,$(1))))"
 endef
-$(BUILD)/kbuild/%/tsc_freq_khz.ko: $(SOURCES)
+$(BUILD)/kbuild/%/tsc_freq_khz/tsc_freq_khz.ko: $(SOURCES)
 	rm -rf $(@D) && mkdir -p $(@D) && cp -a Kbuild module common $(@D)/
 	$(call kbuild_w1_sparse,$*)
 	@echo "  $*: compat: $$(sed -n 's/^#define TSCFK_HAVE_\([A-Z_]*\) 1$$/\1/p' $(@D)/module/compat-probes.h | tr '\n' ' ')"

@@ -8,6 +8,11 @@
 lib:
 	$(MAKE) -C userspace OUT=$(BUILD)/userspace
 
+# The helpers the guests' tests of the tools run beside them
+# (run_tests.sh: jitter_inject), not part of libtsc's build.
+lib-helpers:
+	$(MAKE) -C userspace helpers OUT=$(BUILD)/userspace
+
 lib-check: linux-source
 	$(MAKE) -C userspace check OUT=$(BUILD)/userspace \
 		KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests 2>&1 | tee $(BUILD)/lib-check.log; \
@@ -67,4 +72,4 @@ bench-smoke: lib
 fuzz:
 	$(MAKE) -C userspace fuzz OUT=$(BUILD)/userspace
 
-.PHONY: lib lib-check lib-lint lib-coverage lib-abi bench bench-smoke bench-accuracy fuzz
+.PHONY: lib lib-helpers lib-check lib-lint lib-coverage lib-abi bench bench-smoke bench-accuracy fuzz

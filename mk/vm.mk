@@ -7,7 +7,7 @@
 
 # The module a guest loads: DKMS's build for this machine's kernels (as a
 # fleet gets it), kbuild's in the kernel's root for the others.
-VM_KO = $(if $(call kernel_root,$(1)),$(BUILD)/kbuild/$(1)/tsc_freq_khz.ko,$(call DKMS_KO,$(1)))
+VM_KO = $(if $(call kernel_root,$(1)),$(call KBUILD_KO,$(1)),$(call DKMS_KO,$(1)))
 # modprobe, for a kernel whose modules are in a root (scripts/kernel-roots.sh).
 VM_MODPROBE = modprobe $(if $(call kernel_root,$(1)),-d $(call kernel_root,$(1)))
 
@@ -48,7 +48,7 @@ vm_only = $(if $(filter 1,$(2)),$(ONE_CPU_TESTS),$(if $(filter 2,$(2)),,$(if \
 	$(filter $(NEWEST_GENERIC),$(1)),$(STALL_TESTS),$(OVERCOMMIT_TESTS))))
 vm_why = "$(if $(filter 2,$(2)),run in one guest only: see Documentation/testing.md's table of guests,not what \
 	the $(2)-CPU guest is for: see Documentation/testing.md's table of guests)"
-$(VM_RUNS): vm-%: selftests lib dkms-check kbuild-check
+$(VM_RUNS): vm-%: selftests lib lib-helpers dkms-check kbuild-check
 	@mkdir -p $(BUILD)/vm
 	$(if $(filter-out 0,$(shell echo $$(( $(call vm_smp,$*) > $(HOST_CPUS) )))), \
 		TSCFK_OVERCOMMITTED="$(call vm_smp,$*) vCPUs on $(HOST_CPUS) host CPUs") \
@@ -123,7 +123,7 @@ SCALING_CPUS ?= 8
 vm-scaling: selftests kbuild-check
 	$(if $(filter-out 0,$(shell echo $$(( $(SCALING_CPUS) > $(HOST_CPUS) )))), \
 		TSCFK_OVERCOMMITTED="$(SCALING_CPUS) vCPUs on $(HOST_CPUS) host CPUs") \
-	TSCFK_KO=$(BUILD)/kbuild/$(NEWEST_GENERIC)/tsc_freq_khz.ko \
+	TSCFK_KO=$(call KBUILD_KO,$(NEWEST_GENERIC)) \
 	scripts/vm/run-in-vm.sh --kernel $(NEWEST_GENERIC) --smp $(SCALING_CPUS) \
 		--log $(BUILD)/vm/scaling.log --env TSCFK_KO --env TSCFK_OVERCOMMITTED -- \
 		$(BUILD)/selftests/scaling_test
@@ -138,7 +138,7 @@ $(ISOLATION_RUNS): vm-isolation-%: selftests kbuild-check
 	@mkdir -p $(BUILD)/vm
 	scripts/vm/run-in-vm.sh --kernel $* --smp 2 --append "isolcpus=1 nohz_full=1" \
 		--log $(BUILD)/vm/isolation-$*.log -- sh -c \
-		"selftests/isolation_test.sh $(BUILD)/kbuild/$*/tsc_freq_khz.ko; a=\$$?; \
+		"selftests/isolation_test.sh $(call KBUILD_KO,$*); a=\$$?; \
 		 $(BUILD)/selftests/disciplined_isolated_test; exit \$$((a | \$$?))"
 	@! grep -a -e '^not ok' -e '^ok .*# SKIP' -e '^1\.\.0 # SKIP' $(BUILD)/vm/isolation-$*.log
 
@@ -157,7 +157,7 @@ $(RT_SPINNER_RUNS): vm-rt-spinner-%: selftests kbuild-check
 	@mkdir -p $(BUILD)/vm
 	scripts/vm/run-in-vm.sh --kernel $* --smp 4 --append "$(RT_SPINNER_APPEND) isolcpus=3" \
 		--log $(BUILD)/vm/rt-spinner-$*.log -- \
-		selftests/rt_spinner_test.sh $(BUILD)/kbuild/$*/tsc_freq_khz.ko \
+		selftests/rt_spinner_test.sh $(call KBUILD_KO,$*) \
 		$(BUILD)/selftests/rt_spinner
 	@! grep -a -e '^not ok' -e '^1\.\.0 # SKIP' $(BUILD)/vm/rt-spinner-$*.log
 

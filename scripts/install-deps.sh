@@ -41,10 +41,13 @@ deb)
 	exit 2 ;;
 esac
 
+installed() {
+	dpkg-query -W -f '${Status}\n' "$1" 2>/dev/null | grep -q 'ok installed'
+}
+
 missing=
 for p in $pkgs; do
-	dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' ||
-		missing="$missing $p"
+	installed "$p" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
 
@@ -54,8 +57,47 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
-# Our guest boots its own initramfs: skip building one per kernel image.
-export INITRD=No
+
+# A boot loader that boots from this machine's /boot: GRUB, an EFI system
+# partition, systemd-boot, extlinux.
+boot_loader() {
+	command -v update-grub >/dev/null 2>&1 || installed grub-common ||
+		[ -e /boot/grub ] || [ -e /boot/grub2 ] || [ -e /boot/efi ] ||
+		[ -e /boot/extlinux ] || [ -e /boot/loader ] ||
+		{ command -v bootctl >/dev/null 2>&1 && bootctl is-installed >/dev/null 2>&1; }
+}
+# Our guest boots its own initramfs: skip building one per kernel image,
+# but only where nothing boots from /boot.  Where a boot loader does, the
+# kernel images installed for the guests become its entries, the newest
+# perhaps its default, and must have their initramfs to boot.
+if boot_loader; then
+	case $missing in
+	*linux-image-*) echo "a boot loader boots from /boot here: the kernels for the guests get an initramfs" ;;
+	esac
+else
+	export INITRD=No
+fi
+
 apt-get update -qq
 # shellcheck disable=SC2086 # word splitting of the list is intended
 apt-get install -y -qq --no-install-recommends $missing >/dev/null
+
+# make check runs prometheus, promtool and prometheus-node-exporter
+# itself, on loopback ports of its own: their packages' services, which
+# their postinst enabled and started (on :9090 and :9100, every
+# interface), are not wanted.  Stopped and disabled only where this run
+# installed them; someone's own installation is left alone.
+for p in prometheus prometheus-node-exporter; do
+	case " $missing " in
+	*" $p "*)
+		command -v systemctl >/dev/null 2>&1 || continue
+		# Stopped too where systemd runs (not in a container without it).
+		now=
+		[ -d /run/systemd/system ] && now=--now
+		if systemctl disable ${now:+"$now"} "$p.service" >/dev/null 2>&1; then
+			echo "$p.service: disabled${now:+ and stopped} (make check runs $p itself)"
+		else
+			echo "$p.service: could not disable it (systemctl disable --now $p)" >&2
+		fi ;;
+	esac
+done

@@ -326,16 +326,28 @@ $(printf '/usr/share/tsc/%s.schema.json\n' "${tools[@]}")
 		systemd-analyze verify --man=no tsc-report-prometheus.timer tsc-report-prometheus.service 2>&1) ||
 		fail "systemd-analyze verify: $v"
 	[[ -z $v ]] || fail "systemd-analyze verify: $v"
-	# dh_installsystemd --no-enable --no-start: nothing started, and the
-	# timer enabled again on upgrade only if the administrator had enabled
-	# it (was-enabled); deb-install-check.sh sees it disabled after install.
-	! grep -qs 'deb-systemd-invoke' "$out/control/tsc-tools/"{postinst,prerm,postrm} ||
-		fail "tsc-tools: a maintainer script starts or stops a unit"
+	# dh_installsystemd --no-enable --no-start --restart-after-upgrade:
+	# nothing started; on upgrade nothing stopped before (no preinst
+	# stop), and after, try-restart only (what was active runs again);
+	# tsc-tools.prerm stops both units on remove; the timer enabled again
+	# on upgrade only if the administrator had enabled it (was-enabled).
+	# deb-install-check.sh sees it disabled after install.
+	! grep -qs 'deb-systemd-invoke' "$out/control/tsc-tools/"{preinst,postrm} ||
+		fail "tsc-tools: the preinst or postrm starts or stops a unit"
+	v=$(grep 'deb-systemd-invoke' "$out/control/tsc-tools/postinst" || true)
+	[[ $v =~ ^[[:space:]]*deb-systemd-invoke\ try-restart\  && $v != *$'\n'* ]] ||
+		fail "tsc-tools: the postinst does not just try-restart the units: '$v'"
+	# shellcheck disable=SC2016 # the script's own text, $ and all
+	if ! grep -qF '"$1" = remove ]' "$out/control/tsc-tools/prerm" ||
+		! grep -qF 'deb-systemd-invoke stop tsc-report-prometheus.timer' "$out/control/tsc-tools/prerm"; then
+		fail "tsc-tools: the prerm does not stop the timer on remove"
+	fi
 	if [[ $(grep -c 'deb-systemd-helper enable' "$out/control/tsc-tools/postinst") -ne 1 ]] ||
 		! grep -B2 'deb-systemd-helper enable' "$out/control/tsc-tools/postinst" | grep -q 'was-enabled'; then
 		fail "tsc-tools: the postinst enables the timer other than where it was enabled before"
 	fi
-	echo "  units: systemd-analyze verify clean; not started, enabled only again where it was (was-enabled)"
+	echo "  units: systemd-analyze verify clean; not started, enabled only again where it was (was-enabled)," \
+		"try-restarted after an upgrade, stopped on remove"
 }
 
 inspect() {
