@@ -66,7 +66,12 @@ KDIR := $(if $(KERNELS),/lib/modules/$(or $(RUN_KERNEL),$(lastword $(KERNELS)))/
 KDIR_FALLBACK := 1
 endif
 endif
-KDIR_RELEASE = $(if $(KDIR),$(shell cat $(KDIR)/include/config/kernel.release))
+# The release of KDIR: its directory's name under /lib/modules, which is
+# uname -r's.  Not the tree's include/config/kernel.release where there is
+# a name: Debian's 6.1 headers say 6.1.192 there for 6.1.0-56-amd64, and
+# modules_install would install for no kernel that exists.
+KDIR_RELEASE = $(if $(filter /lib/modules/%/build,$(KDIR)),$(patsubst \
+	/lib/modules/%/build,%,$(KDIR)),$(if $(KDIR),$(shell cat $(KDIR)/include/config/kernel.release)))
 
 BUILD := $(CURDIR)/build
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
@@ -105,7 +110,7 @@ install-module-kernel:
 
 install-module: install-module-kernel module
 	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR)$(INSTALL_MOD_PATH) \
-		INSTALL_MOD_DIR=$(INSTALL_MOD_DIR) modules_install
+		INSTALL_MOD_DIR=$(INSTALL_MOD_DIR) KERNELRELEASE=$(KDIR_RELEASE) modules_install
 	$(if $(DESTDIR),,depmod -b "$(or $(INSTALL_MOD_PATH),/)" $(KDIR_RELEASE))
 
 clean:

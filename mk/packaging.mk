@@ -4,16 +4,19 @@
 # packages, and the README's set-up in a fresh root.  Included by the
 # top-level Makefile.
 
-# make install, staged into DESTDIR, for every kernel, from a scratch copy
-# of the tree: the module must land where modprobe looks.
+# make install, staged into INSTALL_MOD_PATH (where, unlike DESTDIR,
+# depmod runs as on a machine), for every kernel by its KDIR alone, from
+# a scratch copy of the tree: the module must land where modprobe looks,
+# and depmod must list it there.
 install-check:
 	set -e; for k in $(KERNELS); do \
 		rm -rf $(BUILD)/install && mkdir -p $(BUILD)/install/src; \
 		cp -a Kbuild Makefile mk dkms.conf module common $(BUILD)/install/src/; \
-		$(MAKE) -s -C $(BUILD)/install/src install-module KERNELRELEASE=$$k \
-			DESTDIR=$(BUILD)/install/root > $(BUILD)/install/log 2>&1 || \
+		$(MAKE) -s -C $(BUILD)/install/src install-module KDIR=/lib/modules/$$k/build \
+			INSTALL_MOD_PATH=$(BUILD)/install/root > $(BUILD)/install/log 2>&1 || \
 			{ cat $(BUILD)/install/log; exit 1; }; \
 		ls $(BUILD)/install/root/lib/modules/$$k/updates/tsc_freq_khz.ko*; \
+		grep -q 'updates/tsc_freq_khz.ko' $(BUILD)/install/root/lib/modules/$$k/modules.dep; \
 	done
 	@# libtsc staged the same way, then used as a packager's user would.
 	$(MAKE) -s -C userspace install OUT=$(BUILD)/userspace PREFIX=/usr \
