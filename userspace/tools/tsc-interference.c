@@ -154,8 +154,8 @@ static void pass_on(int sig)
 
 	if (group > 0)
 		kill(-group, sig);
-	signal(sig, SIG_DFL);
-	raise(sig);
+	(void)signal(sig, SIG_DFL);
+	(void)raise(sig);
 }
 
 static void catch_fatal_signals(void)

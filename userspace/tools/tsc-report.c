@@ -379,8 +379,8 @@ static void remove_tmp_and_die(int sig)
 
 	if (tmp)
 		unlink(tmp);
-	signal(sig, SIG_DFL);
-	raise(sig);
+	(void)signal(sig, SIG_DFL);
+	(void)raise(sig);
 }
 
 static void set_tmp_to_remove(char *tmp)
