@@ -297,8 +297,16 @@ FIXTURE_TEARDOWN(stall)
  * and update_wall_time's tail, which that noise swamps, are logged, not
  * compared.  The better of the readers' turns must be within three times
  * the worse of the controls', and 20 us.
+ *
+ * A limit that high is blind: a busy host once gave control turns a p99
+ * of 3.3 ms, and a limit of 10 ms, past the stall this is for.  Such a
+ * round judges nothing, and another is run; after ROUNDS blind ones, the
+ * test is a skip with the figures, never a pass.
  */
-TEST_F_TIMEOUT(stall, page_readers_do_not_slow_the_timekeeper, 180)
+#define ROUNDS		3
+#define BLIND_US	2000	/* a limit at which the 2.1 ms stall passes */
+
+TEST_F_TIMEOUT(stall, page_readers_do_not_slow_the_timekeeper, 240)
 {
 	int nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	double control = 0, page = INFINITY;
@@ -306,17 +314,26 @@ TEST_F_TIMEOUT(stall, page_readers_do_not_slow_the_timekeeper, 180)
 
 	if (nthreads > MAX_THREADS)
 		nthreads = MAX_THREADS;
-	for (int i = 0; i < TURNS; i++) {
-		run_turn(_metadata, &t[i], i % 2, nthreads, self->buf);
-		ASSERT_LT(10, t[i].notify.n) TH_LOG("the notifier's calls were not traced");
-		ASSERT_LT(10, t[i].update.n) TH_LOG("the timekeeper's updates were not traced");
-		if (i % 2)
-			page = fmin(page, t[i].notify.p99);
-		else
-			control = fmax(control, t[i].notify.p99);
+	for (int round = 1; round <= ROUNDS; round++) {
+		control = 0;
+		page = INFINITY;
+		for (int i = 0; i < TURNS; i++) {
+			run_turn(_metadata, &t[i], i % 2, nthreads, self->buf);
+			ASSERT_LT(10, t[i].notify.n) TH_LOG("the notifier's calls were not traced");
+			ASSERT_LT(10, t[i].update.n) TH_LOG("the timekeeper's updates were not traced");
+			if (i % 2)
+				page = fmin(page, t[i].notify.p99);
+			else
+				control = fmax(control, t[i].notify.p99);
+		}
+		TH_LOG("round %d: gtod_notify p99: %.2f us with the page's readers, %.2f us with the control's (limit %.2f us)",
+		       round, page, control, 3 * control + 20);
+		if (3 * control + 20 < BLIND_US)
+			break;
 	}
-	TH_LOG("gtod_notify p99: %.2f us with the page's readers, %.2f us with the control's (limit %.2f us)",
-	       page, control, 3 * control + 20);
+	if (3 * control + 20 >= BLIND_US)
+		SKIP(return, "%d rounds whose controls' own p99 (the last %.0f us) puts the limit past %d us: the host preempted vCPUs for as long as the stall this test is for",
+		     ROUNDS, control, BLIND_US);
 	EXPECT_GE(3 * control + 20, page);
 }
 
