@@ -7,7 +7,8 @@
 # and the sweep table orders them (these three on a CPU that is not
 # emulated); the JSON validates; every {} takes the sweep's value; a
 # command that ends during the counting fails the run; a SIGTERM to the
-# tool reaches the command; no spinner outlives the run.
+# tool reaches the command, an ignored SIGHUP stays ignored; no spinner
+# outlives the run.
 #
 # Usage: tsc_interference_test.sh TOOL SCHEMA
 
@@ -18,7 +19,7 @@ schema=${2:?usage}
 
 cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 
-ktap_plan 17
+ktap_plan 18
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-interference' "$tmp/help")"
 usage_errors "$tool" "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--runs 0" \
@@ -143,6 +144,22 @@ pgrep -fx "$marker" > /dev/null; left=$?
 pkill -fx "$marker"
 echo "# killed by SIGTERM: exit $st; the command seen: $((!seen)), left running: $((!left))"
 ktap_check "SIGTERM during a run ends the command too" test $seen = 0 -a $st = 143 -a $left = 1
+# A signal ignored by whoever started the tool (nohup) stays ignored: the
+# run goes on to its table.
+marker=$(printf 'sleep 4%d.%d' $$ "$RANDOM")
+# shellcheck disable=SC2086 # the marker is the command and its argument
+(trap '' HUP; exec "$tool" --cpu "$cpu" --seconds 1 --runs 1 -- $marker > "$tmp/hup.out" 2>&1) &
+tool_pid=$!
+for _ in $(seq 100); do
+	pgrep -fx "$marker" > /dev/null && break
+	sleep 0.1
+done
+kill -HUP "$tool_pid"
+wait "$tool_pid"; st=$?
+pkill -fx "$marker"
+echo "# SIGHUP, ignored by its starter: exit $st, $(grep -c . "$tmp/hup.out") lines of output"
+ktap_check "a SIGHUP ignored by nohup stays ignored: the run ends with its table" \
+	test $st = 0 -a -n "$(grep -l 'lost' "$tmp/hup.out")"
 # pgrep exits 1 when nothing matches (and 127 if it is missing: a failure).
 pgrep -f 'while :; do :; done' > /dev/null
 ktap_check "no spinner is left behind" test $? = 1

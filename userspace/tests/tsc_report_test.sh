@@ -49,7 +49,7 @@ PY
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 39
+ktap_plan 40
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--prometheus --json" "--sysfs-root" \
@@ -139,6 +139,23 @@ wait $pid; st=$?
 echo "# killed while measuring: exit $st, files seen before: $seen, after: $(find "$tmp/textfile" -mindepth 1 -printf '%f ')"
 ktap_check "--output: killed by SIGTERM, its temporary file removed, the file as it was" \
 	test $st = 143 -a "$seen" = 2 -a "$(ls -A "$tmp/textfile")" = tsc.prom
+# A SIGTERM its starter ignores stays ignored: the run goes on to its end,
+# which here is --verify's failure (exit 3: the fake's 2600002 kHz is not
+# this TSC's), not death by the signal (143).
+ino=$(stat -c %i "$tmp/textfile/tsc.prom")
+(trap '' TERM; exec "$tool" --sysfs-root "$tmp/good" --verify --prometheus \
+	--output "$tmp/textfile/tsc.prom" 2> /dev/null) &
+pid=$!
+for _ in $(seq 50); do
+	[ "$(find "$tmp/textfile" -mindepth 1 | wc -l)" -gt 1 ] && break
+	sleep 0.01
+done
+kill -TERM $pid
+wait $pid; st=$?
+echo "# SIGTERM ignored by its starter: exit $st"
+ktap_check "--output: a SIGTERM ignored by its starter stays ignored: the run ends as without it" \
+	test $st = 3 -a "$(stat -c %i "$tmp/textfile/tsc.prom")" = "$ino" \
+	-a "$(ls -A "$tmp/textfile")" = tsc.prom
 # Standard output that cannot be written (a full disk): the report is
 # lost, which fails the run (exit 3), whatever the verdict.
 name="standard output not written (/dev/full): exit 3 with a message"

@@ -158,13 +158,15 @@ static void pass_on(int sig)
 	(void)raise(sig);
 }
 
+/* Not a signal the caller ignores (nohup, a script's background job): both go on. */
 static void catch_fatal_signals(void)
 {
-	struct sigaction sa = { .sa_handler = pass_on };
+	struct sigaction sa = { .sa_handler = pass_on }, old;
 
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
-		sigaction(fatal_signals[i], &sa, NULL);
+		if (!sigaction(fatal_signals[i], NULL, &old) && old.sa_handler != SIG_IGN)
+			sigaction(fatal_signals[i], &sa, NULL);
 }
 
 /*

@@ -383,16 +383,15 @@ static void remove_tmp_and_die(int sig)
 	(void)raise(sig);
 }
 
-static void set_tmp_to_remove(char *tmp)
+/* Not a signal the caller ignores (nohup, a script's background job). */
+static void catch_fatal_signals(void)
 {
-	struct sigaction sa = { .sa_handler = remove_tmp_and_die };
+	struct sigaction sa = { .sa_handler = remove_tmp_and_die }, old;
 
-	tmp_to_remove = tmp;
-	if (!tmp)
-		return;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
-		sigaction(fatal_signals[i], &sa, NULL);
+		if (!sigaction(fatal_signals[i], NULL, &old) && old.sa_handler != SIG_IGN)
+			sigaction(fatal_signals[i], &sa, NULL);
 }
 
 /* The temporary file, or NULL with errno set. */
@@ -400,6 +399,7 @@ static FILE *output_open(struct output *o, const char *path)
 {
 	const char *base = strrchr(path, '/');
 	int dirlen = base ? (int)(base - path + 1) : 0;
+	sigset_t fatal, old_mask;
 	struct stat st;
 	int fd;
 
@@ -421,18 +421,25 @@ static FILE *output_open(struct output *o, const char *path)
 		errno = ENOMEM;
 		return NULL;
 	}
+	/* Created and named to the handler at once: no kill between leaves it. */
+	sigemptyset(&fatal);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
+		sigaddset(&fatal, fatal_signals[i]);
+	catch_fatal_signals();
+	sigprocmask(SIG_BLOCK, &fatal, &old_mask);
 	fd = mkostemp(o->tmp, O_CLOEXEC);
 	if (fd >= 0)
-		set_tmp_to_remove(o->tmp);
+		tmp_to_remove = o->tmp;
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	if (fd >= 0 && !fchmod(fd, 0644))
 		o->f = fdopen(fd, "w");
 	if (!o->f) {
 		int err = errno;
 
 		if (fd >= 0) {
+			tmp_to_remove = NULL;
 			close(fd);
 			unlink(o->tmp);
-			set_tmp_to_remove(NULL);
 		}
 		free(o->tmp);
 		o->tmp = NULL;
@@ -480,7 +487,7 @@ static int output_close(struct output *o, bool ok)
 		err = -errno;
 	if (!ok || err)
 		unlink(o->tmp);
-	set_tmp_to_remove(NULL);
+	tmp_to_remove = NULL;
 	free(o->tmp);
 	if (ok && !err) {
 		o->renamed = true;
