@@ -27,7 +27,8 @@
  *  - tscfk_pp_start() starts the target's side at once, for every CPU of a
  *    measurement, and tscfk_pp_prepare() waits for it to start only until
  *    a deadline common to the whole measurement: CPUs that never run cost
- *    timeout_ms once, not once each.  Then it starts the reference's side.
+ *    timeout_ms once, not once each.  tscfk_pp_measure() starts the
+ *    reference's side at the turn, once the pair is judged to be measured.
  *    A side that started sleeps (TASK_IDLE) until its pair's turn.
  *  - At the turn, tscfk_pp_measure() waits for both sides only until
  *    timeout_ms, plus slack for a last window.
@@ -289,7 +290,7 @@ static int pp_reference(void *data)
 
 	if (!pp_side_begin(pp, &pp->ref))
 		goto out;
-	/* Started before the pair's turn: idle till then. */
+	/* Started at the turn, just before complete_all(go): idle till then. */
 	wait_for_completion_state(&pp->go, TASK_IDLE);
 	if (READ_ONCE(pp->stop))
 		goto out;
