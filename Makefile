@@ -66,12 +66,12 @@ KDIR := $(if $(KERNELS),/lib/modules/$(or $(RUN_KERNEL),$(lastword $(KERNELS)))/
 KDIR_FALLBACK := 1
 endif
 endif
-# The release of KDIR: its directory's name under /lib/modules, which is
-# uname -r's.  Not the tree's include/config/kernel.release where there is
-# a name: Debian's 6.1 headers say 6.1.192 there for 6.1.0-56-amd64, and
-# modules_install would install for no kernel that exists.
-KDIR_RELEASE = $(if $(filter /lib/modules/%/build,$(KDIR)),$(patsubst \
-	/lib/modules/%/build,%,$(KDIR)),$(if $(KDIR),$(shell cat $(KDIR)/include/config/kernel.release)))
+# The release of KDIR: the UTS_RELEASE it builds into the module's
+# vermagic, which is uname -r's of the kernel that loads it.  Not the
+# tree's include/config/kernel.release: Debian's 6.1 headers say 6.1.192
+# there for 6.1.0-56-amd64, and depmod would run for no kernel that exists.
+KDIR_RELEASE = $(if $(KDIR),$(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"$$/\1/p' \
+	$(KDIR)/include/generated/utsrelease.h))
 
 BUILD := $(CURDIR)/build
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
@@ -95,7 +95,8 @@ NOT_RUNNING = tsc_freq_khz.ko for $(KDIR_RELEASE), not the running kernel $(RUNN
 INSTALL_MOD_DIR ?= updates
 install: install-module install-lib
 
-install-lib: lib
+# make install refuses before anything is installed, also under -j.
+install-lib: lib | $(if $(filter install,$(MAKECMDGOALS)),install-module-kernel)
 	$(MAKE) -C userspace install OUT=$(BUILD)/userspace
 
 # The fallback's kernel is not the one modprobe looks in: installing there
@@ -159,7 +160,7 @@ doc-links:
 
 # On a machine whose kernel loads modules: the same selftests, directly.
 HOST_RELEASE = $(KDIR_RELEASE)
-check-host: module selftests
+check-host: module selftests lib lib-helpers
 	$(MAKE) $(call FAKE_KO,$(HOST_RELEASE))
 	TSCFK_FAKE_KO=$(call FAKE_KO,$(HOST_RELEASE)) \
 		selftests/run_tests.sh tsc_freq_khz.ko $(BUILD)/selftests

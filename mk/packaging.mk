@@ -5,14 +5,15 @@
 # top-level Makefile.
 
 # make install, staged into INSTALL_MOD_PATH (where, unlike DESTDIR,
-# depmod runs as on a machine), for every kernel by its KDIR alone, from
+# depmod runs as on a machine), for every kernel by its KDIR alone (the
+# headers' own directory, /usr/src/linux-headers-K, as a user gives it), from
 # a scratch copy of the tree: the module must land where modprobe looks,
 # and depmod must list it there.
 install-check:
 	set -e; for k in $(KERNELS); do \
 		rm -rf $(BUILD)/install && mkdir -p $(BUILD)/install/src; \
 		cp -a Kbuild Makefile mk dkms.conf module common $(BUILD)/install/src/; \
-		$(MAKE) -s -C $(BUILD)/install/src install-module KDIR=/lib/modules/$$k/build \
+		$(MAKE) -s -C $(BUILD)/install/src install-module KDIR=$$(readlink -f /lib/modules/$$k/build) \
 			INSTALL_MOD_PATH=$(BUILD)/install/root > $(BUILD)/install/log 2>&1 || \
 			{ cat $(BUILD)/install/log; exit 1; }; \
 		ls $(BUILD)/install/root/lib/modules/$$k/updates/tsc_freq_khz.ko*; \
