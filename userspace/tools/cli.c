@@ -164,3 +164,28 @@ void cli_json_str(FILE *f, const char *s)
 	}
 	fputc('"', f);
 }
+
+static const int fatal_signals[] = { SIGINT, SIGTERM, SIGHUP };
+
+void cli_fatal_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
+		sigaddset(set, fatal_signals[i]);
+}
+
+void cli_catch_fatal_signals(void (*handler)(int sig))
+{
+	struct sigaction sa = { .sa_handler = handler }, old;
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
+		if (!sigaction(fatal_signals[i], NULL, &old) && old.sa_handler != SIG_IGN)
+			sigaction(fatal_signals[i], &sa, NULL);
+}
+
+void cli_die_of(int sig)
+{
+	(void)signal(sig, SIG_DFL);
+	(void)raise(sig);
+}

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
 /*
  * What the tools share: parsing their arguments strictly (a bad one is a
- * message and exit 2, before anything runs) and writing JSON strings.
+ * message and exit 2, before anything runs), writing JSON strings, and
+ * the signals that end a tool from outside.
  */
 #ifndef TSC_CLI_H
 #define TSC_CLI_H
 
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,5 +47,17 @@ void cli_json_str(FILE *f, const char *s);
  * lost is a run that failed.
  */
 int cli_exit(const char *tool, int status);
+
+/* SIGINT, SIGTERM, SIGHUP: a terminal's or a service manager's end of a tool. */
+void cli_fatal_signals(sigset_t *set);
+
+/*
+ * 'handler' for each of them, but for one ignored when the tool started
+ * (nohup, a script's background job): that one stays ignored.
+ */
+void cli_catch_fatal_signals(void (*handler)(int sig));
+
+/* From such a handler (async-signal-safe): die of sig as without it. */
+void cli_die_of(int sig);
 
 #endif /* TSC_CLI_H */

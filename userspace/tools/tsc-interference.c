@@ -145,7 +145,6 @@ static char **expand(char **cmd, int argc, const char *value)
  * record -a, say) with nobody to stop it.
  */
 static volatile sig_atomic_t command_group;
-static const int fatal_signals[] = { SIGINT, SIGTERM, SIGHUP };
 
 /* Pass the signal on to the command's group, then die of it as before. */
 static void pass_on(int sig)
@@ -154,19 +153,7 @@ static void pass_on(int sig)
 
 	if (group > 0)
 		kill(-group, sig);
-	(void)signal(sig, SIG_DFL);
-	(void)raise(sig);
-}
-
-/* Not a signal the caller ignores (nohup, a script's background job): both go on. */
-static void catch_fatal_signals(void)
-{
-	struct sigaction sa = { .sa_handler = pass_on }, old;
-
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
-		if (!sigaction(fatal_signals[i], NULL, &old) && old.sa_handler != SIG_IGN)
-			sigaction(fatal_signals[i], &sa, NULL);
+	cli_die_of(sig);
 }
 
 /*
@@ -178,9 +165,7 @@ static pid_t start(char **argv)
 	sigset_t fatal, old;
 	pid_t pid;
 
-	sigemptyset(&fatal);
-	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
-		sigaddset(&fatal, fatal_signals[i]);
+	cli_fatal_signals(&fatal);
 	sigprocmask(SIG_BLOCK, &fatal, &old);
 	pid = fork();
 	if (pid == 0) {
@@ -331,7 +316,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tsc-interference: %s\n", tsc_last_error());
 		return EXIT_FAIL;
 	}
-	catch_fatal_signals();
+	/* A signal ignored where the tool started stays so: both go on (nohup). */
+	cli_catch_fatal_signals(pass_on);
 	/* Commands started later inherit the full mask, not ours. */
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);

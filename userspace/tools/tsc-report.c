@@ -371,7 +371,6 @@ struct output {
  * node_exporter's directory at every timeout.
  */
 static char *volatile tmp_to_remove;
-static const int fatal_signals[] = { SIGINT, SIGTERM, SIGHUP };
 
 static void remove_tmp_and_die(int sig)
 {
@@ -379,19 +378,7 @@ static void remove_tmp_and_die(int sig)
 
 	if (tmp)
 		unlink(tmp);
-	(void)signal(sig, SIG_DFL);
-	(void)raise(sig);
-}
-
-/* Not a signal the caller ignores (nohup, a script's background job). */
-static void catch_fatal_signals(void)
-{
-	struct sigaction sa = { .sa_handler = remove_tmp_and_die }, old;
-
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
-		if (!sigaction(fatal_signals[i], NULL, &old) && old.sa_handler != SIG_IGN)
-			sigaction(fatal_signals[i], &sa, NULL);
+	cli_die_of(sig);
 }
 
 /* The temporary file, or NULL with errno set. */
@@ -422,10 +409,8 @@ static FILE *output_open(struct output *o, const char *path)
 		return NULL;
 	}
 	/* Created and named to the handler at once: no kill between leaves it. */
-	sigemptyset(&fatal);
-	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
-		sigaddset(&fatal, fatal_signals[i]);
-	catch_fatal_signals();
+	cli_fatal_signals(&fatal);
+	cli_catch_fatal_signals(remove_tmp_and_die);
 	sigprocmask(SIG_BLOCK, &fatal, &old_mask);
 	fd = mkostemp(o->tmp, O_CLOEXEC);
 	if (fd >= 0)
