@@ -206,6 +206,45 @@ TEST(reference_goes_backwards)
 	EXPECT_FALSE(r.consistent);
 	EXPECT_FALSE(r.monotonic);
 	EXPECT_EQ(50u, r.rounds);
+
+	/*
+	 * Also when the target's reading is 2^63 away, where the bracket
+	 * [t - t2, t - t1] wraps into one that looks well ordered.
+	 */
+	tscfk_offset_add(&e, 1000, (UINT64_C(1) << 63) + 950, 900);
+	ASSERT_TRUE(tscfk_offset_result(&e, &r));
+	EXPECT_EQ(50u, r.rounds);
+}
+
+/*
+ * A bracket with zero on its edge is no warp: the target read the same
+ * tick as the reference at one end, which is no time going back.
+ */
+TEST(zero_on_the_bracket_edge)
+{
+	static const struct {
+		uint64_t t1, t, t2;
+		bool monotonic;
+	} probes[] = {
+		{ 100, 110, 110, true },	/* [0, 10] */
+		{ 110, 110, 120, true },	/* [-10, 0] */
+		{ 100, 111, 110, false },	/* [1, 11] */
+		{ 111, 110, 120, false },	/* [-10, -1] */
+	};
+
+	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+		struct tscfk_offset_result r;
+		struct tscfk_offset_est e;
+
+		tscfk_offset_init(&e);
+		for (int k = 0; k < TSCFK_OFFSET_MIN_ROUNDS; k++)
+			tscfk_offset_add(&e, probes[i].t1 + 1000 * k,
+					 probes[i].t + 1000 * k, probes[i].t2 + 1000 * k);
+		ASSERT_TRUE(tscfk_offset_result(&e, &r));
+		EXPECT_TRUE(r.consistent);
+		EXPECT_EQ(probes[i].monotonic, r.monotonic)
+			TH_LOG("bracket [%lld, %lld]", (long long)r.min, (long long)r.max);
+	}
 }
 
 /* Extreme readings must not overflow (UBSan watches) and stay ordered. */
@@ -278,6 +317,23 @@ TEST(skew)
 	EXPECT_FALSE(skew.monotonic);
 }
 
+/* A pair whose offset moved is no promise of order, warp or none. */
+TEST(skew_of_an_inconsistent_pair)
+{
+	struct tscfk_offset_result steady = { .min = -3, .max = 3,
+					      .consistent = true, .monotonic = true };
+	struct tscfk_offset_result moved = steady;
+	struct tscfk_skew skew;
+
+	tscfk_skew_init(&skew);
+	tscfk_skew_add(&skew, &steady);
+	EXPECT_TRUE(skew.monotonic);
+	moved.consistent = false;
+	tscfk_skew_add(&skew, &moved);
+	EXPECT_FALSE(skew.monotonic);
+	EXPECT_EQ(6u, tscfk_skew_max(&skew));
+}
+
 /*
  * TSC_ADJUST: CPUs of one package count one counter plus their own
  * TSC_ADJUST, so the offset the probes bound is the difference of the two
@@ -316,6 +372,17 @@ TEST(tsc_adjust_relation)
 				       (long long)adj_t, (long long)adj_r, (long long)apart);
 		}
 	}
+}
+
+/* The interval is closed: a TSC_ADJUST difference on either end agrees. */
+TEST(tsc_adjust_interval_ends)
+{
+	const struct tscfk_offset_result r = { .min = -5, .max = 7 };
+
+	EXPECT_TRUE(tscfk_offset_adjust_agrees(&r, 10, 15));
+	EXPECT_FALSE(tscfk_offset_adjust_agrees(&r, 10, 16));
+	EXPECT_TRUE(tscfk_offset_adjust_agrees(&r, 17, 10));
+	EXPECT_FALSE(tscfk_offset_adjust_agrees(&r, 18, 10));
 }
 
 TEST_HARNESS_MAIN
