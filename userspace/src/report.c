@@ -159,6 +159,15 @@ static void online_cpus(const char *root, unsigned int ncpus, cpu_set_t *set)
 		CPU_SET(i, set);
 }
 
+/* The reference is at offset zero from itself, exactly: consistent. */
+static void set_reference(struct tsc_report *r, int cpu)
+{
+	r->offsets_source = TSC_OFFSETS_USERSPACE;
+	r->reference_cpu = cpu;
+	r->cpus[cpu].status = TSC_CPU_REFERENCE;
+	r->cpus[cpu].consistent = true;
+}
+
 /*
  * The online CPUs' offsets, measured by threads pinned to them: those of
  * this thread's affinity mask.  *outside counts the online CPUs it leaves
@@ -194,12 +203,10 @@ static int userspace_offsets(const char *root, struct tsc_report *r, unsigned in
 	*outside = online - n;
 	if (online < 2 || n < 2) {
 		/* One CPU online: nothing to compare; one of several: nothing proven. */
-		if (online >= 2) {
+		if (online >= 2 && n)
+			set_reference(r, cpus[0]);
+		else if (online >= 2)
 			r->offsets_source = TSC_OFFSETS_USERSPACE;
-			r->reference_cpu = n ? cpus[0] : -1;
-			if (n)
-				r->cpus[cpus[0]].status = TSC_CPU_REFERENCE;
-		}
 		free(cpus);
 		free(est);
 		return 0;
@@ -208,17 +215,15 @@ static int userspace_offsets(const char *root, struct tsc_report *r, unsigned in
 	if (!err) {
 		bool all = true;
 
-		r->offsets_source = TSC_OFFSETS_USERSPACE;
-		r->reference_cpu = cpus[0];
+		set_reference(r, cpus[0]);
 		tscfk_skew_init(&skew);
 		for (unsigned int i = 0; i < n; i++) {
 			struct tsc_cpu_offset *c = &r->cpus[cpus[i]];
 			struct tscfk_offset_result res;
 
-			if (i == 0) {
-				c->status = TSC_CPU_REFERENCE;
-				c->consistent = true;
-			} else if (tscfk_offset_result(&est[i], &res)) {
+			if (i == 0)
+				continue;
+			if (tscfk_offset_result(&est[i], &res)) {
 				*c = (struct tsc_cpu_offset){
 					.cpu = cpus[i], .status = TSC_CPU_MEASURED,
 					.offset = res.offset, .min = res.min, .max = res.max,

@@ -361,6 +361,8 @@ TEST(online_cpus_outside_the_affinity_mean_no)
 	EXPECT_EQ(TSC_OFFSETS_USERSPACE, r.offsets_source);
 	EXPECT_EQ((int)me, r.reference_cpu);
 	EXPECT_EQ(TSC_CPU_REFERENCE, r.cpus[me].status);
+	/* At zero from itself, as when the others are measured. */
+	EXPECT_TRUE(r.cpus[me].consistent);
 	for (unsigned int i = 0; i < r.ncpus; i++)
 		if (i != me)
 			EXPECT_EQ(TSC_CPU_UNMEASURED, r.cpus[i].status);
