@@ -7,7 +7,8 @@
 # woken there, no work item of it run there; where the kernel traces IPIs,
 # none to cpu1 from the module or for its MSR read: under QEMU's TCG, whose
 # CPUs have no TSC_ADJUST, the module sends no IPI at all), and cpu1 reads
-# unmeasured / isolated.  With measure_isolated=1 it is measured, the
+# unmeasured / isolated, so that monotonic_vs_reference claims nothing
+# (0).  With measure_isolated=1 it is measured, the
 # tracepoints show the module's thread on it (so the observable can see
 # it), yet its threads there end on cpu0: the module moves a side that is
 # done off an isolated CPU before it exits (sched_process_exit), and its
@@ -66,7 +67,7 @@ ours_on_cpu1() {
 	} | grep -v '^#'
 }
 
-ktap_plan 13
+ktap_plan 14
 echo "# isolated: $(cat $cpu/isolated), nohz_full: $(cat $cpu/nohz_full 2> /dev/null);" \
 	"IPIs traced: $([ -e $ipi ] && echo yes || echo "no (this kernel has no ipi_send_cpu)")"
 mark="isolation_test $$.$RANDOM"
@@ -79,6 +80,9 @@ ktap_check "cpu1 reads unmeasured: isolated" \
 	test "$(cat $cpu/cpu1/tsc/status) $(cat $cpu/cpu1/tsc/unmeasured_reason)" = \
 	"unmeasured isolated"
 ktap_check "the reference is cpu0" test "$(cat $cpu/tsc/reference_cpu)" = 0
+# Nothing is claimed of a CPU not measured, whatever the others showed.
+ktap_check "monotonic_vs_reference reads 0: not every online CPU was measured" \
+	test "$(cat $cpu/tsc/monotonic_vs_reference)" = 0
 said=$(dmesg | sed -n "/$mark/,\$p" | grep -c 'not measuring isolated CPUs 1 ')
 ktap_check "the kernel log says so once" test "$said" = 1
 seen=$(ours_on_cpu1)

@@ -295,6 +295,9 @@ TEST(per_cpu_results)
 		if (cpu == ref) {
 			EXPECT_EQ(0, lo);
 			EXPECT_EQ(0, hi);
+			/* At zero from itself: no probe can say otherwise. */
+			EXPECT_EQ(1u, READ_U64(cpu_path(path, sizeof(path), cpu,
+							"tsc/consistent")));
 			EXPECT_EQ(0u, READ_U64(cpu_path(path, sizeof(path), cpu,
 							"tsc/clean_rounds")));
 		} else {
