@@ -83,6 +83,9 @@ static struct tscfk_clock_state random_state(void)
 	s.tai_offset_s = 37;
 	s.raw_sec = next() % (1ull << 32);
 	s.raw_nsec = next() % (NSEC_PER_SEC << shift);
+	s.cycle_interval = next() >> 20;
+	s.ntp_tick = next();
+	s.max_cycles = next();
 	return s;
 }
 
@@ -131,6 +134,10 @@ TEST(every_clock_as_the_kernel_computes_it)
 		}
 		EXPECT_EQ(s.mult, p.kernel_mult);
 		EXPECT_EQ(s.shift, p.kernel_shift);
+		/* Carried as they are: the rate's terms and the staleness bound. */
+		EXPECT_EQ(s.cycle_interval, p.cycle_interval);
+		EXPECT_EQ(s.ntp_tick, p.ntp_tick);
+		EXPECT_EQ(s.max_cycles, p.max_cycles);
 	}
 }
 
@@ -168,6 +175,10 @@ TEST(rate_in_millihertz)
 	EXPECT_EQ(0, tscfk_clock_rate_millihz(&p));
 	/* A quotient past 64 bits is no rate. */
 	p.ntp_tick = 1;
+	EXPECT_EQ(0, tscfk_clock_rate_millihz(&p));
+	/* So is one whose ticks * 1000 would wrap to a small number first. */
+	p.cycle_interval = UINT64_MAX / 1000 + 1;
+	p.ntp_tick = 4000000ull << 32;
 	EXPECT_EQ(0, tscfk_clock_rate_millihz(&p));
 }
 
