@@ -4,7 +4,8 @@
  * and nothing else; where the clocks read the TSC, each clock computed
  * from the page at a TSC reading lies between the same computation just
  * before and just after clock_gettime() (0 violations); its generation
- * follows a step of the clock and a clocksource switch; a mapping outlives
+ * follows a step of the clock and a clocksource switch; CLOCK_TAI follows
+ * the kernel's TAI offset set by adjtimex(); a mapping outlives
  * the module and then says it is gone, also one that a forked child
  * inherited and never touched, after drop_caches, through libtsc's clock.
  * Loads the module itself, from $TSCFK_KO; starts and ends with it
@@ -329,6 +330,36 @@ TEST_F(module, generation_follows_a_step)
 }
 
 /* A switch of the clocksource away from tsc and back. */
+/*
+ * The kernel's TAI offset (0 until set, as in these guests) moved to 37 s
+ * by adjtimex(ADJ_TAI): CLOCK_TAI from the page follows it, to the ns.
+ */
+TEST_F(module, tai_follows_the_kernels_offset)
+{
+	const volatile struct tscfk_clock_page *p;
+	struct timex tx = { 0 };
+	uint16_t flags;
+	uint64_t ns;
+	int was;
+
+	ASSERT_EQ(0, module_load(""));
+	p = map_page(_metadata);
+	ASSERT_NE(NULL, p);
+	ASSERT_LE(0, adjtimex(&tx)) TH_LOG("%s", strerror(errno));
+	was = tx.tai;
+	tx = (struct timex){ .modes = ADJ_TAI, .constant = was + 37 };
+	ASSERT_LE(0, adjtimex(&tx)) TH_LOG("ADJ_TAI: %s", strerror(errno));
+	if (page_read(p, TAI, &ns, &flags)) {
+		EXPECT_EQ((uint64_t)(was + 37) * 1000000000, p->tai_off - p->real_off);
+		EXPECT_EQ(0, violations(_metadata, p, TAI, 1000));
+	} else {
+		TH_LOG("the clocks do not read the TSC: the offset not compared");
+	}
+	tx = (struct timex){ .modes = ADJ_TAI, .constant = was };
+	EXPECT_LE(0, adjtimex(&tx));
+	munmap((void *)p, PAGE);
+}
+
 TEST_F(module, generation_follows_a_clocksource_switch)
 {
 	const volatile struct tscfk_clock_page *p;
