@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Loading and unloading: bad parameters fail the load with EINVAL and a
- * message naming them, parameters at their limits load, and load/unload
- * cycles leave nothing behind.  Loads the module itself through
+ * message naming them, parameters at their limits load, a reference_cpu
+ * that goes offline hands over to the first online CPU and takes back
+ * over when it returns, and load/unload cycles leave nothing behind.  Loads the module itself through
  * finit_module(2), from $TSCFK_KO (uncompressed); starts and ends with it
  * unloaded.
  * $TSCFK_CYCLES sets the number of cycles (default 200).
@@ -86,6 +87,77 @@ TEST_F(module, parameters_at_limits)
 		ASSERT_EQ(0, module_unload());
 		expect_no_files(_metadata);
 	}
+}
+
+/*
+ * Each wait below is of 20 s at most, four of them within the test's
+ * timeout: a test the harness kills skips its teardown, which brings the
+ * CPU back online.
+ */
+#define WAIT_NS 20000000000ull
+
+/* Poll until tsc/reference_cpu reads 'want'. */
+static bool reference_becomes(int64_t want)
+{
+	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + WAIT_NS;
+	int64_t ref = -2;
+
+	while (read_s64(TSC_DIR "/reference_cpu", &ref) == 0 && ref != want &&
+	       now_ns(CLOCK_MONOTONIC) < deadline)
+		usleep(10000);
+	return ref == want;
+}
+
+/* Every online CPU but 'ref' measured against it. */
+static void expect_all_against(struct __test_metadata *_metadata, int ref)
+{
+	int cpus[MAX_CPUS], n = list_cpus(cpus, MAX_CPUS);
+	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + WAIT_NS;
+	char path[128], buf[32];
+
+	for (int i = 0; i < n; i++) {
+		if (!cpu_is_online(cpus[i]))
+			continue;
+		while (!strcmp(read_reason(cpus[i]), "pending\n") &&
+		       now_ns(CLOCK_MONOTONIC) < deadline)
+			usleep(10000);
+		ASSERT_LT(0, read_file(cpu_path(path, sizeof(path), cpus[i], "tsc/status"),
+				       buf, sizeof(buf)));
+		EXPECT_STREQ(cpus[i] == ref ? "reference\n" : "measured\n", buf)
+			TH_LOG("cpu%d, reference cpu%d", cpus[i], ref);
+	}
+}
+
+/*
+ * reference_cpu=N going offline: every CPU is measured again against the
+ * first online one, and against N again once it is back, without anyone
+ * asking, as tsc/reference_cpu's ABI says.
+ */
+TEST_F_TIMEOUT(module, the_reference_goes_offline_and_comes_back, 120)
+{
+	int cpus[MAX_CPUS], n = list_cpus(cpus, MAX_CPUS), ref = -1, first = -1;
+	char params[32];
+
+	for (int i = n - 1; i >= 0 && ref < 0; i--)
+		if (cpu_is_online(cpus[i]) && cpu_can_go_offline(cpus[i]))
+			ref = cpus[i];
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || ref < 0)
+		SKIP(return, "no second online CPU that can go offline");
+	snprintf(params, sizeof(params), "reference_cpu=%d", ref);
+	ASSERT_EQ(0, module_load(params));
+	ASSERT_EQ(ref, READ_S64(TSC_DIR "/reference_cpu"));
+
+	ASSERT_EQ(0, take_offline(ref));
+	for (int i = 0; i < n && first < 0; i++)
+		if (cpu_is_online(cpus[i]))
+			first = cpus[i];
+	EXPECT_TRUE(reference_becomes(first)) TH_LOG("cpu%d offline: no cpu%d", ref, first);
+	EXPECT_STREQ("offline\n", read_reason(ref));
+	expect_all_against(_metadata, first);
+
+	restore_cpus();
+	EXPECT_TRUE(reference_becomes(ref)) TH_LOG("cpu%d back online", ref);
+	expect_all_against(_metadata, ref);
 }
 
 /*
