@@ -213,9 +213,18 @@ TEST_F(module, maps_read_only)
 	/* Dropped by its process, it is gone for it: SIGBUS, never a new page. */
 	EXPECT_EQ(SIGBUS, read_after_dontneed(p));
 	munmap(p, PAGE);
-	/* read() gives the page as a mapping sees it: a whole page. */
+	/*
+	 * read() gives the page as a mapping sees it: a whole page, past the
+	 * fields too (which move with the clocks, the rest does not).
+	 */
 	EXPECT_EQ(PAGE, pread(fd, buf, sizeof(buf), 0));
 	EXPECT_EQ(TSCFK_CLOCK_PAGE_VERSION, ((struct tscfk_clock_page *)buf)->version);
+	p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, p) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(0, memcmp(buf + sizeof(struct tscfk_clock_page),
+			    (char *)p + sizeof(struct tscfk_clock_page),
+			    PAGE - sizeof(struct tscfk_clock_page)));
+	munmap(p, PAGE);
 	close(fd);
 }
 
