@@ -416,6 +416,60 @@ TEST_F(page, a_reloaded_module)
 	expect_syscall_time(_metadata, &c);
 }
 
+/*
+ * Past its bound, a page ahead of the system's clocks (a disciplined
+ * one's by its error) holds MONOTONIC and BOOTTIME at its value there,
+ * so that they never go back; by more than TSC__FLOOR_MAX_NS (a suspend
+ * the TSC counted), not: the system's.  REALTIME is never held: it steps
+ * back with the system's.  The page here is stale, 2^34 ticks past its
+ * bound; MONOTONIC and REALTIME are 8 ms ahead at the bound, BOOTTIME 1 s.
+ */
+TEST_F(page, stale_and_ahead_holds_monotonic_within_its_limit)
+{
+	const uint64_t bound = 1ull << 34, ahead = 8000000;
+	struct tscfk_clock_map at = { 0 };
+	TSC_SYSCLOCK(c);
+	uint64_t base, mono, real, a, v, b;
+
+	self->p.version = 2;
+	self->p.max_cycles = bound;
+	self->p.cycle_last = tsc_rdtsc() - 2 * bound;
+	at.mult = self->p.mult;
+	at.frac = self->p.frac;
+	base = tscfk_clock_ns(&at, self->p.cycle_last, self->p.cycle_last + bound);
+	mono = now(CLOCK_MONOTONIC) + ahead;
+	real = now(CLOCK_REALTIME) + ahead;
+	self->p.mono_off = mono - base;
+	self->p.real_off = real - base;
+	self->p.boot_off = now(CLOCK_BOOTTIME) + 1000000000 - base;
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, init(&c, self->dir)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(bound, c.max_delta);
+	/* Held where the system's is still below the page's value at its bound. */
+	a = now(CLOCK_MONOTONIC);
+	v = tsc_sysclock_monotonic(&c);
+	b = now(CLOCK_MONOTONIC);
+	if (b < mono) {
+		EXPECT_EQ(mono, v);
+	} else {
+		EXPECT_TRUE(a <= v && v <= (b > mono ? b : mono));
+	}
+	/* REALTIME: clock_gettime()'s, never the page's value at its bound. */
+	a = now(CLOCK_REALTIME);
+	v = tsc_sysclock_realtime(&c);
+	b = now(CLOCK_REALTIME);
+	EXPECT_TRUE(a <= v && v <= b) TH_LOG("REALTIME %llu, the system's %llu..%llu, the page's %llu",
+					     (unsigned long long)v, (unsigned long long)a,
+					     (unsigned long long)b, (unsigned long long)real);
+	/* A second ahead: beyond TSC__FLOOR_MAX_NS, the system's. */
+	a = now(CLOCK_BOOTTIME);
+	v = tsc_sysclock_boottime(&c);
+	b = now(CLOCK_BOOTTIME);
+	EXPECT_TRUE(a <= v && v <= b) TH_LOG("BOOTTIME %llu, the system's %llu..%llu",
+					     (unsigned long long)v, (unsigned long long)a,
+					     (unsigned long long)b);
+}
+
 TEST(sizes_and_options)
 {
 	struct tsc_sysclock c = { .sz = 8 };
