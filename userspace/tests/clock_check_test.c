@@ -160,4 +160,28 @@ TEST_F(check, the_kernel_switched_away_from_tsc)
 	remove_root(dir);
 }
 
+/*
+ * A short suspend is one all the same: 1 ms, ten times the slack, is
+ * caught; the slack is for preemption, not for suspends.
+ */
+TEST_F(check, a_short_suspend)
+{
+	self->clk.base_boot_ns -= 1000000;
+	expect_fails(_metadata, &self->clk, -ESTALE, "suspended for 0.001");
+}
+
+/*
+ * Anchored on tsc, then the kernel's files unreadable (a sandbox without
+ * /sys, say): they say nothing either way, and the clock passes.
+ */
+TEST_F(check, unreadable_clocksource_files_say_nothing)
+{
+	char dir[64];
+
+	fake_root(_metadata, dir, sizeof(dir), 0);
+	ASSERT_EQ(0, setenv("TSC_SYSFS_ROOT", dir, 1));
+	EXPECT_EQ(0, tsc_clock_check(&self->clk)) TH_LOG("%s", tsc_last_error());
+	remove_root(dir);
+}
+
 TEST_HARNESS_MAIN
