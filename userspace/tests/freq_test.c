@@ -149,6 +149,16 @@ TEST(verify)
 		EXPECT_EQ(-EINVAL, tsc_freq_get(&f, &o));
 	}
 	remove_root(dir);
+
+	/* As far below: refused too, whichever side the file errs on. */
+	fake_root(_metadata, dir, sizeof(dir), (uint64_t)(cal.hz * 0.999 / 1000));
+	{
+		TSC_OPTS(o, .sysfs_root = dir, .verify = true);
+
+		EXPECT_EQ(-ERANGE, tsc_freq_get(&f, &o));
+		EXPECT_NE(NULL, strstr(tsc_last_error(), "ppm apart")) TH_LOG("%s", tsc_last_error());
+	}
+	remove_root(dir);
 }
 
 /* An older caller's smaller struct: the fields it lacks are defaults. */
