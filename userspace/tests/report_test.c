@@ -184,6 +184,26 @@ TEST_F(module, the_kernel_distrusting_it_means_no)
 	tsc_report_free(&r);
 }
 
+/*
+ * The kernel's word alone: offsets that never moved and stayed monotonic
+ * (the module measured when the TSC still looked right, say, before the
+ * clocksource watchdog found it drifting) do not outvote it.
+ */
+TEST_F(module, the_kernel_distrusting_it_alone_means_no)
+{
+	struct tsc_report r;
+	TSC_REPORT_OPTS(o, .sysfs_root = self->dir);
+
+	fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/unstable", "1\n");
+	ASSERT_EQ(0, tsc_report_get(&r, &o)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("%s", r.verdict);
+	EXPECT_TRUE(r.monotonic);
+	EXPECT_FALSE(r.trustworthy);
+	EXPECT_EQ(0, strncmp(r.verdict, "no: ", 4));
+	EXPECT_NE(NULL, strstr(r.verdict, "marked the TSC unstable"));
+	tsc_report_free(&r);
+}
+
 /* Loaded, not measured yet: no reference, and the verdict says so. */
 TEST_F(module, before_the_first_measurement)
 {
