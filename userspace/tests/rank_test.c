@@ -309,7 +309,7 @@ TEST_F(rank, nominal_value_a_calibration_contradicts)
 TEST_F(rank, same_evidence_is_no_confirmation)
 {
 	static const struct {
-		const char *clocksource, *known;	/* known NULL: no file */
+		const char *clocksource, *known;	/* NULL: no file */
 		int machine;				/* crystal, KVM leaf, file */
 		enum tsc_reference cal_ref;
 		const char *same;			/* NULL: a confirmation */
@@ -324,6 +324,8 @@ TEST_F(rank, same_evidence_is_no_confirmation)
 		{ "tsc", "0", 2, TSC_REFERENCE_KERNEL, "the kernel's tsc_khz, this value's own origin" },
 		{ "kvm-clock", "1", 2, TSC_REFERENCE_HYPERVISOR, "from which the kernel took its tsc_khz as known" },
 		{ "hpet", "0", 2, TSC_REFERENCE_CLOCKSOURCE, NULL },
+		/* No clocksource to be read: it may be tsc, never another oscillator. */
+		{ NULL, "1", 0, TSC_REFERENCE_KERNEL, "which the kernel took as known (tsc_known_freq)" },
 	};
 	struct machines_at here;
 	struct tsc_freq cal, f;
@@ -344,8 +346,12 @@ TEST_F(rank, same_evidence_is_no_confirmation)
 		TSC_OPTS(o, .sysfs_root = self->dir, .calibrate_max_ms = 20, .verify = file);
 		char path[128];
 
-		fake_put(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
-			 cases[i].clocksource);
+		snprintf(path, sizeof(path), "%s/devices/system/clocksource/clocksource0/current_clocksource",
+			 self->dir);
+		unlink(path);
+		if (cases[i].clocksource)
+			fake_put(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
+				 cases[i].clocksource);
 		snprintf(path, sizeof(path), "%s/devices/system/cpu/tsc/tsc_known_freq", self->dir);
 		unlink(path);
 		if (cases[i].known)
@@ -357,7 +363,8 @@ TEST_F(rank, same_evidence_is_no_confirmation)
 		ASSERT_EQ(0, tsc_freq_calibrate(&cal, 0, 20)) TH_LOG("%s", tsc_last_error());
 		EXPECT_EQ(cases[i].cal_ref, cal.precision_of) TH_LOG("%s", cal.detail);
 		ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
-		TH_LOG("%s, known %s: %s", cases[i].clocksource, cases[i].known ? cases[i].known : "-",
+		TH_LOG("%s, known %s: %s", cases[i].clocksource ? cases[i].clocksource : "-",
+		       cases[i].known ? cases[i].known : "-",
 		       f.detail);
 		EXPECT_EQ(file ? TSC_SOURCE_SYSFS : cases[i].machine ? TSC_SOURCE_HYPERVISOR :
 			  TSC_SOURCE_CPUID, f.source);
