@@ -16,10 +16,11 @@ tool=${1:?usage: tsc_jitter_test.sh TOOL INJECTOR SCHEMA}
 inject=${2:?usage}
 schema=${3:?usage}
 
-ktap_plan 24
+ktap_plan 28
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-jitter' "$tmp/help")"
-for args in "--cores 9-2" "--cores a" "--cores 4095" "--cores 0,,1" "--runtime -1" \
+for args in "--cores 9-2" "--cores a" "--cores 4095" "--cores 0,,1" "--cores 0," \
+	    "--threshold 1000000001" "--runtime -1" \
 	    "--runtime 0" "--runtime 1e9" "--threshold 0" "--threshold abc" "--bogus" \
 	    "--json --prometheus"; do
 	# shellcheck disable=SC2086 # the words are separate arguments on purpose
@@ -113,6 +114,19 @@ PY
 	ktap_check "dump lines not attributed (-) = not_attributed in the JSON" test \
 		"$(awk '$4 == "-"' "$tmp/dump" | wc -l)" = "$(json "$tmp/out.json" "${c}['not_attributed']")"
 fi
+# Each percentile is the nearest rank among the gaps the dump lists: the
+# smallest with at least that share of them at or below it.
+ktap_check "p50, p90, p99 are the dump's nearest ranks" test "$(python3 - "$tmp/dump" "$tmp/out.json" <<'PY'
+import json, math, sys
+d = sorted(int(l.split()[2]) for l in open(sys.argv[1]))
+c = json.load(open(sys.argv[2]))["cpus"][0]
+rank = lambda q: d[max(math.ceil(q * len(d) - 1e-9), 1) - 1] if d else 0
+print(int(all(c["p%s_ns" % k] == rank(q) for k, q in (("50", .5), ("90", .9), ("99", .99)))))
+PY
+)" = 1
+# The largest threshold is one.
+"$tool" --cores "$cpu" --runtime 0.05 --threshold 1000000000 > /dev/null 2> "$tmp/err"; st=$?
+ktap_check "--threshold 1000000000, the largest, is taken" test $st = 0
 ktap_check "statistics are ordered: min <= p50 <= p90 <= p99 <= p99.9 <= p99.99 <= max" test \
 	"$(json "$tmp/out.json" 'int(all(c["min_ns"] <= c["p50_ns"] <= c["p90_ns"] <= c["p99_ns"] <= c["p999_ns"] <= c["p9999_ns"] <= c["max_ns"] and c["dropped"] == 0 for c in j["cpus"]))')" = 1
 # A 1 ns threshold makes nearly every read an event, millions a second:
