@@ -95,10 +95,6 @@ TEST_F(check, a_suspend)
 	expect_fails(_metadata, &self->clk, -ESTALE, "suspended for 2.0");
 }
 
-/*
- * As if CLOCK_MONOTONIC_RAW had run 1 ms behind the clock since the
- * anchor: caught; 10 us is within the slack and passes.
- */
 /* On bare metal a suspend resets the TSC too: the cause is what is said. */
 TEST_F(check, a_suspend_that_reset_the_tsc)
 {
@@ -107,6 +103,10 @@ TEST_F(check, a_suspend_that_reset_the_tsc)
 	expect_fails(_metadata, &self->clk, -ESTALE, "suspended for 2.0");
 }
 
+/*
+ * As if CLOCK_MONOTONIC_RAW had run 1 ms behind the clock since the
+ * anchor: caught; 10 us is within the slack and passes.
+ */
 TEST_F(check, a_rate_off)
 {
 	self->clk.base_raw_ns += 10000;
