@@ -300,41 +300,60 @@ FIXTURE_TEARDOWN(stall)
  *
  * A limit that high is blind: a busy host once gave control turns a p99
  * of 3.3 ms, and a limit of 10 ms, past the stall this is for.  Such a
- * round judges nothing, and another is run; after ROUNDS blind ones, the
- * test is a skip with the figures, never a pass.
+ * round judges nothing, unless the readers' turn is within the stricter
+ * limit that the better control turn gives (three times it, and 20 us),
+ * which passes under the lenient one too: a busy host once gave a round
+ * control turns of 37 us and 3.3 ms, and 24.5 us with the readers.
+ * Otherwise another round is run; after ROUNDS blind ones, the test is a
+ * skip with the figures, never a pass.
  */
-#define ROUNDS		3
+#define ROUNDS		8
 #define BLIND_US	2000	/* a limit at which the 2.1 ms stall passes */
 
-TEST_F_TIMEOUT(stall, page_readers_do_not_slow_the_timekeeper, 240)
+static double limit_us(double control_p99)
+{
+	return 3 * control_p99 + 20;
+}
+
+/* Does this round judge: a lenient limit short of the stall, or a pass by the strict one? */
+static bool round_judges(double page, double control_best, double control_worst)
+{
+	return limit_us(control_worst) < BLIND_US ||
+	       (limit_us(control_best) < BLIND_US && page <= limit_us(control_best));
+}
+
+TEST_F_TIMEOUT(stall, page_readers_do_not_slow_the_timekeeper, 300)
 {
 	int nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	double control = 0, page = INFINITY;
+	double best = INFINITY, worst = 0, page = INFINITY;
 	struct turn t[TURNS];
 
 	if (nthreads > MAX_THREADS)
 		nthreads = MAX_THREADS;
 	for (int round = 1; round <= ROUNDS; round++) {
-		control = 0;
+		best = INFINITY;
+		worst = 0;
 		page = INFINITY;
 		for (int i = 0; i < TURNS; i++) {
 			run_turn(_metadata, &t[i], i % 2, nthreads, self->buf);
 			ASSERT_LT(10, t[i].notify.n) TH_LOG("the notifier's calls were not traced");
 			ASSERT_LT(10, t[i].update.n) TH_LOG("the timekeeper's updates were not traced");
-			if (i % 2)
+			if (i % 2) {
 				page = fmin(page, t[i].notify.p99);
-			else
-				control = fmax(control, t[i].notify.p99);
+			} else {
+				best = fmin(best, t[i].notify.p99);
+				worst = fmax(worst, t[i].notify.p99);
+			}
 		}
-		TH_LOG("round %d: gtod_notify p99: %.2f us with the page's readers, %.2f us with the control's (limit %.2f us)",
-		       round, page, control, 3 * control + 20);
-		if (3 * control + 20 < BLIND_US)
+		TH_LOG("round %d: gtod_notify p99: %.2f us with the page's readers, %.2f and %.2f us with the control's (limits %.2f and %.2f us)",
+		       round, page, best, worst, limit_us(best), limit_us(worst));
+		if (round_judges(page, best, worst))
 			break;
 	}
-	if (3 * control + 20 >= BLIND_US)
+	if (!round_judges(page, best, worst))
 		SKIP(return, "%d rounds whose controls' own p99 (the last %.0f us) puts the limit past %d us: the host preempted vCPUs for as long as the stall this test is for",
-		     ROUNDS, control, BLIND_US);
-	EXPECT_GE(3 * control + 20, page);
+		     ROUNDS, worst, BLIND_US);
+	EXPECT_GE(limit_us(worst), page);
 }
 
 TEST_HARNESS_MAIN
