@@ -4,7 +4,8 @@
 # run-in-vm.sh's judgement of a guest's death, against a fake qemu:
 # each case scripts what the console prints and how qemu exits, boot by
 # boot.  An int3 in the kernel's own text (the emulator's race with live
-# text patching) boots the guest again, before the command or during it;
+# text patching) boots the guest again, before the command or during it,
+# twice at most;
 # an int3 with a frame of the module fails; a guest that stopped before
 # the command for another reason boots again, its trouble still judged;
 # a guest hung in its boot is stopped at the boot timeout and booted again;
@@ -45,12 +46,14 @@ exit \$rc
 EOS
 chmod +x "$tmp/bin/qemu-system-x86_64"
 
-# run BOOT1_OUT BOOT1_RC [BOOT2_OUT BOOT2_RC]: run-in-vm's status in $st.
+# run BOOT1_OUT BOOT1_RC [BOOT2_OUT BOOT2_RC [BOOT3_OUT BOOT3_RC]]:
+# run-in-vm's status in $st.
 run() {
 	rm -f "$tmp"/out.* "$tmp"/rc.* "$tmp"/log*
 	echo 0 > "$tmp/boots"
 	printf '%s\n' "$1" > "$tmp/out.1"; echo "$2" > "$tmp/rc.1"
 	printf '%s\n' "${3:-}" > "$tmp/out.2"; echo "${4:-0}" > "$tmp/rc.2"
+	printf '%s\n' "${5:-}" > "$tmp/out.3"; echo "${6:-0}" > "$tmp/rc.3"
 	PATH=$tmp/bin:$PATH "$here/run-in-vm.sh" --kernel "$kernel" --log "$tmp/log" \
 		--boot-timeout 3 -- true \
 		> "$tmp/stdout" 2>&1
@@ -58,7 +61,7 @@ run() {
 	boots=$(cat "$tmp/boots")
 }
 
-ktap_plan 9
+ktap_plan 12
 run "$int3" 0 "$started
 $passed" 1
 ktap_check "an int3 of the kernel's before the command: booted again, passes" \
@@ -68,6 +71,17 @@ $int3" 0 "$started
 $passed" 1
 ktap_check "an int3 of the kernel's during the command: booted again, passes" \
 	test "$st $boots" = "0 2" -a -e "$tmp/log.int3"
+run "$int3" 0 "$started
+$int3" 0 "$started
+$passed" 1
+ktap_check "an int3 of the kernel's twice: booted again twice, passes, both logs kept" \
+	test "$st $boots" = "0 3" -a -e "$tmp/log.int3" -a -e "$tmp/log.int3.2"
+run "$int3" 0 "$int3" 0 "$int3" 0
+ktap_check "an int3 of the kernel's three times: fails" test "$st" -ne 0 -a "$boots" = 3
+run "[    0.50] BUG: something else" 0 "[    0.50] BUG: something else" 0 "$started
+$passed" 1
+ktap_check "another death before the command twice: booted again once only, fails" \
+	test "$st" -ne 0 -a "$boots" = 2
 run "$started
 $ours" 0 "$started
 $passed" 1
