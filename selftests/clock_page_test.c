@@ -338,7 +338,6 @@ TEST_F(module, generation_follows_a_step)
 	munmap((void *)p, PAGE);
 }
 
-/* A switch of the clocksource away from tsc and back. */
 /*
  * The kernel's TAI offset (0 until set, as in these guests) moved to 37 s
  * by adjtimex(ADJ_TAI): CLOCK_TAI from the page follows it, to the ns.
@@ -369,6 +368,7 @@ TEST_F(module, tai_follows_the_kernels_offset)
 	munmap((void *)p, PAGE);
 }
 
+/* A switch of the clocksource away from tsc and back. */
 TEST_F(module, generation_follows_a_clocksource_switch)
 {
 	const volatile struct tscfk_clock_page *p;
