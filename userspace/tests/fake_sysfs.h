@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "../../selftests/harness.h"
 
@@ -46,6 +47,18 @@ static inline void fake_put(struct __test_metadata *_metadata, const char *dir,
 	ASSERT_NE(NULL, f);
 	fputs(content, f);
 	ASSERT_EQ(0, fclose(f));
+}
+
+/* dir/rel holding content, or no such file for NULL. */
+static inline void fake_set(struct __test_metadata *_metadata, const char *dir,
+			    const char *rel, const char *content)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s%s", dir, rel);
+	unlink(path);
+	if (content)
+		fake_put(_metadata, dir, rel, content);
 }
 
 static inline void remove_root(const char *dir)

@@ -344,22 +344,12 @@ TEST_F(rank, same_evidence_is_no_confirmation)
 					    NULL };
 		/* The kernel's file is checked only when asked: verify. */
 		TSC_OPTS(o, .sysfs_root = self->dir, .calibrate_max_ms = 20, .verify = file);
-		char path[128];
 
-		snprintf(path, sizeof(path), "%s/devices/system/clocksource/clocksource0/current_clocksource",
-			 self->dir);
-		unlink(path);
-		if (cases[i].clocksource)
-			fake_put(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
-				 cases[i].clocksource);
-		snprintf(path, sizeof(path), "%s/devices/system/cpu/tsc/tsc_known_freq", self->dir);
-		unlink(path);
-		if (cases[i].known)
-			fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/tsc_known_freq", cases[i].known);
-		snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu0/tsc_freq_khz", self->dir);
-		unlink(path);
-		if (file)
-			fake_put(_metadata, self->dir, "/devices/system/cpu/cpu0/tsc_freq_khz", khz_text);
+		fake_set(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
+			 cases[i].clocksource);
+		fake_set(_metadata, self->dir, "/devices/system/cpu/tsc/tsc_known_freq", cases[i].known);
+		fake_set(_metadata, self->dir, "/devices/system/cpu/cpu0/tsc_freq_khz",
+			 file ? khz_text : NULL);
 		ASSERT_EQ(0, tsc_freq_calibrate(&cal, 0, 20)) TH_LOG("%s", tsc_last_error());
 		EXPECT_EQ(cases[i].cal_ref, cal.precision_of) TH_LOG("%s", cal.detail);
 		ASSERT_EQ(0, tsc__freq_get(&f, &o, &src)) TH_LOG("%s", tsc_last_error());
