@@ -203,10 +203,11 @@ static int userspace_offsets(const char *root, struct tsc_report *r, unsigned in
 	*outside = online - n;
 	if (online < 2 || n < 2) {
 		/* One CPU online: nothing to compare; one of several: nothing proven. */
-		if (online >= 2 && n)
-			set_reference(r, cpus[0]);
-		else if (online >= 2)
+		if (online >= 2) {
 			r->offsets_source = TSC_OFFSETS_USERSPACE;
+			if (n)
+				set_reference(r, cpus[0]);
+		}
 		free(cpus);
 		free(est);
 		return 0;
@@ -217,14 +218,12 @@ static int userspace_offsets(const char *root, struct tsc_report *r, unsigned in
 
 		set_reference(r, cpus[0]);
 		tscfk_skew_init(&skew);
-		for (unsigned int i = 0; i < n; i++) {
-			struct tsc_cpu_offset *c = &r->cpus[cpus[i]];
+		/* cpus[0] is the reference, measured against by the others. */
+		for (unsigned int i = 1; i < n; i++) {
 			struct tscfk_offset_result res;
 
-			if (i == 0)
-				continue;
 			if (tscfk_offset_result(&est[i], &res)) {
-				*c = (struct tsc_cpu_offset){
+				r->cpus[cpus[i]] = (struct tsc_cpu_offset){
 					.cpu = cpus[i], .status = TSC_CPU_MEASURED,
 					.offset = res.offset, .min = res.min, .max = res.max,
 					.rounds = res.rounds, .consistent = res.consistent,
