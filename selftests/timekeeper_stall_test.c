@@ -196,6 +196,14 @@ struct turn {
 	unsigned long reads;
 };
 
+/* One hammer per online CPU, up to MAX_THREADS. */
+static int nr_hammers(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > MAX_THREADS ? MAX_THREADS : (int)n;
+}
+
 /* One hammer per CPU on the page's files, or on the control's. */
 static int start_hammers(struct hammer *h, int nthreads, bool page, volatile bool *stop)
 {
@@ -347,12 +355,10 @@ static bool round_judges(double page, double control_best, double control_worst)
 
 TEST_F_TIMEOUT(stall, page_readers_do_not_slow_the_timekeeper, 300)
 {
-	int nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	int nthreads = nr_hammers();
 	double best = INFINITY, worst = 0, page = INFINITY;
 	struct turn t[TURNS];
 
-	if (nthreads > MAX_THREADS)
-		nthreads = MAX_THREADS;
 	for (int round = 1; round <= ROUNDS; round++) {
 		best = INFINITY;
 		worst = 0;
@@ -477,15 +483,13 @@ static size_t callees_of_notifier(char *seen, size_t size)
 
 TEST_F_TIMEOUT(stall, the_notifier_takes_no_lock_and_waits_for_nothing, 60)
 {
-	int nthreads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	int nthreads = nr_hammers();
 	struct hammer h[MAX_THREADS];
 	volatile bool stop = false;
 	unsigned long reads;
 	char seen[1024];
 	size_t calls, patterns = 1;
 
-	if (nthreads > MAX_THREADS)
-		nthreads = MAX_THREADS;
 	ASSERT_EQ(0, tracefs_write("current_tracer", "nop"));
 	ASSERT_EQ(0, tracefs_write("set_ftrace_filter", "gtod_notify"));
 	ASSERT_EQ(0, filter_add(wait_patterns[0]))
