@@ -32,45 +32,59 @@ usage_errors "$tool" "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--ru
 # (as tsc_coreclock_test does).  On a real or hardware-virtualized CPU the
 # host can still take it away for a second now and then; so a run counts
 # only if its two baselines (before and after, each the median of five
-# counts of 0.2 s) agree within 5%, and, as with the IRQ-off bound, the
-# best of up to three such runs is held to the bound: a tool that charged
-# a sleeping command 10% would do so in all three.  When no run is
-# steady, the check is skipped, and says so.
+# counts of 0.2 s) agree within 5%.  Steady baselines do not prove a quiet
+# middle: a busy sibling hyperthread on the host took 12.5% of a sleeping
+# command's count between two baselines 1.6% apart, and the same host
+# gave a tool that charged 15% a steady run at 6.5% (Intel host, make
+# check).  So a check judges the median of three steady runs, of up to
+# six: one run the host disturbed, either way, is outvoted.  With fewer
+# steady runs, the check is skipped, and says so.
 run() { "$tool" --cpu "$cpu" --seconds 0.2 --runs 5 --json "$@"; }
 drift() { json "$1" '"%.1f" % ((1 - j["baseline_after"] / j["baseline_before"]) * 100)'; }
 steady() { json "$1" 'int(abs(1 - j["baseline_after"] / j["baseline_before"]) < 0.05)'; }
 emulated && tcg=1 || tcg=
 
-# $1: the JSON to keep; the rest: the command.  Succeeds with a steady
-# run in $1 that the check $check (a Python expression over j) accepts,
-# if any of three is; else leaves the last steady one in $1, or none.
-# Under TCG: one run, kept as it is.  A run that fails, or whose JSON is
-# not valid, ends it with $bad set; $wild counts the runs whose baselines
+# $1: the JSON to write; the rest: the command.  Runs the command until
+# three runs are steady, at most six times, and writes the last steady
+# run to $1 with each row's lost_percent the median of the steady runs'
+# (none: no $1); $steady_runs and $tries say how many of how many.  Under
+# TCG: one run, kept as it is.  A run that fails, or whose JSON is not
+# valid, ends it with $bad set; $wild counts the runs whose baselines
 # moved by 20% or more, which is not the host any more: a tool measuring
 # its baseline while the command still runs would do that every time.
-best_of_three() {
+median_of_steady() {
 	local out=$1 try st
 	shift
-	rm -f "$out"
-	bad='' wild=0
-	for try in 1 2 3; do
+	rm -f "$out" "$tmp"/steady-*.json
+	bad='' wild=0 tries=0 steady_runs=0
+	for try in 1 2 3 4 5 6; do
+		tries=$try
 		st=0
 		run "$@" > "$tmp/try.json" || st=$?
 		if [ $st != 0 ] || ! valid_json "$tmp/try.json" "$schema" 2> /dev/null; then
 			bad="try $try: the tool exited $st, or wrote no valid JSON"
 			echo "# $bad"
-			return 1
+			return
 		fi
 		echo "# try $try: lost $(json "$tmp/try.json" '" ".join("%.1f%%" % r["lost_percent"] for r in j["rows"])'), baseline moved $(drift "$tmp/try.json")%"
-		[ -z "$tcg" ] || { cp "$tmp/try.json" "$out"; return 1; }
+		[ -z "$tcg" ] || { cp "$tmp/try.json" "$out"; return; }
 		if [ "$(steady "$tmp/try.json")" = 1 ]; then
-			cp "$tmp/try.json" "$out"
-			[ "$(json "$out" "int($check)")" = 1 ] && return 0
+			steady_runs=$((steady_runs + 1))
+			cp "$tmp/try.json" "$tmp/steady-$steady_runs.json"
+			[ $steady_runs = 3 ] && break
 		elif [ "$(json "$tmp/try.json" 'int(abs(1 - j["baseline_after"] / j["baseline_before"]) >= 0.2)')" = 1 ]; then
 			wild=$((wild + 1))
 		fi
 	done
-	return 1
+	[ $steady_runs = 0 ] && return
+	# shellcheck disable=SC2046 # one argument per steady run
+	python3 -c 'import json, statistics, sys
+runs = [json.load(open(f)) for f in sys.argv[2:]]
+out = runs[-1]
+for i, row in enumerate(out["rows"]):
+	row["lost_percent"] = statistics.median(r["rows"][i]["lost_percent"] for r in runs)
+json.dump(out, open(sys.argv[1], "w"))' "$out" $(seq -f "$tmp/steady-%g.json" $steady_runs)
+	echo "# median of $steady_runs steady runs of $tries: lost $(json "$out" '" ".join("%.1f%%" % r["lost_percent"] for r in j["rows"])')"
 }
 
 # $1: the check's name, $2 its condition.  Asserted, failed, or skipped
@@ -80,27 +94,27 @@ expect() {
 		ktap_check "$1 ($bad)" false
 	elif [ -n "$tcg" ]; then
 		ktap_skip "$1" "emulated CPU (QEMU TCG): the vCPU's capacity is the host's"
-	elif [ "$wild" = 3 ]; then
-		ktap_check "$1 (the baselines moved by 20% or more in all three runs)" false
+	elif [ "$wild" = "$tries" ]; then
+		ktap_check "$1 (the baselines moved by 20% or more in all $tries runs)" false
 	elif [ ! -e "$out" ]; then
-		ktap_skip "$1" "the baseline moved by 5% or more in three runs: the host took the CPU"
+		ktap_skip "$1" "the baseline moved by 5% or more in all $tries runs: the host took the CPU"
+	elif [ "$steady_runs" -lt 3 ]; then
+		ktap_skip "$1" "$steady_runs of $tries runs steady: the host took the CPU"
 	else
 		ktap_check "$1" test "$(json "$out" "int($2)")" = 1
 	fi
 }
 
-check='j["rows"][0]["lost_percent"] < 10'
 out=$tmp/sleep.json
-best_of_three "$out" -- sleep 60
-expect "a sleeping command costs under 10%" "$check"
+median_of_steady "$out" -- sleep 60
+expect "a sleeping command costs under 10%" 'j["rows"][0]["lost_percent"] < 10'
 ktap_check "the JSON validates against the schema" valid_json "$tmp/try.json" "$schema"
 
 # {} spinners pinned to our CPU, all stopped together on SIGINT.  The
 # scheduler's fair share: one takes half, two take two thirds.
-check='35 <= j["rows"][0]["lost_percent"] <= 65 and 50 <= j["rows"][1]["lost_percent"] <= 80 and j["rows"][1]["lost_percent"] > j["rows"][0]["lost_percent"]'
 out=$tmp/sweep.json
 # shellcheck disable=SC2016 # expanded by that shell
-best_of_three "$out" --sweep 1,2 -- taskset -c "$cpu" sh -c \
+median_of_steady "$out" --sweep 1,2 -- taskset -c "$cpu" sh -c \
 	'trap "kill 0" INT TERM; for i in $(seq {}); do sh -c "while :; do :; done" & done; wait'
 expect "one competing spinner takes 35-65%" '35 <= j["rows"][0]["lost_percent"] <= 65'
 expect "two take 50-80%, more than one" \
