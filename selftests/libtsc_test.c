@@ -230,9 +230,14 @@ TEST(module_absent_library_falls_back)
 }
 
 /*
- * A calibration's error bar covers its error: of 20 calibrations of 20 ms,
- * at least 19 lie within the precision each claims of the truth, plus the
- * truth's own uncertainty.  The truth: with the tsc clocksource,
+ * A calibration's error bar covers its error: the bar is two standard
+ * errors, which a correct estimate meets in 95% of runs.  Of 60
+ * calibrations of 20 ms, at least 53 lie within the precision each claims
+ * of the truth, plus the truth's own uncertainty: at 95% coverage fewer
+ * happen in 1% of tests, at 68% (a bar of one standard error) in all but
+ * 0.02%.  Demanding 19 of 20 failed a correct bar one time in four, and
+ * failed a 7.3 guest on a busy host (18 of 20, one error 2.5 ppm against
+ * a claim of 0.5).  The truth: with the tsc clocksource,
  * CLOCK_MONOTONIC_RAW runs on the kernel's kHz, the module's file (its
  * 0.5 kHz rounding the uncertainty); with another (hpet, where 6.1 with 2
  * and more CPUs leaves the kernel's boot estimate unrefined) a calibration
@@ -242,7 +247,7 @@ TEST(calibration_error_bar_covers_the_truth)
 {
 	struct tsc_freq truth, f;
 	double truth_ppm, worst = 0, claims = 0;
-	unsigned int covered = 0, runs = 20;
+	unsigned int covered = 0, runs = 60;
 	uint64_t khz;
 
 	if (access(TSC_DIR, F_OK))
@@ -268,7 +273,7 @@ TEST(calibration_error_bar_covers_the_truth)
 	TH_LOG("clocksource %s: %u of %u within their claim (mean claim +-%.3f ppm, worst error %.3f ppm; truth %.0f Hz +-%.3f ppm)",
 	       clocksource_is_tsc() ? "tsc" : "not tsc", covered, runs, claims / runs, worst,
 	       truth.hz, truth_ppm);
-	EXPECT_LE(runs * 95, covered * 100);
+	EXPECT_LE(53u, covered);
 }
 
 /*
