@@ -40,6 +40,7 @@ usage_errors "$tool" "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--ru
 # six: one run the host disturbed, either way, is outvoted.  With fewer
 # steady runs, the check is skipped, and says so.
 run() { "$tool" --cpu "$cpu" --seconds 0.2 --runs 5 --json "$@"; }
+lost() { json "$1" '" ".join("%.1f%%" % r["lost_percent"] for r in j["rows"])'; }
 drift() { json "$1" '"%.1f" % ((1 - j["baseline_after"] / j["baseline_before"]) * 100)'; }
 steady() { json "$1" 'int(abs(1 - j["baseline_after"] / j["baseline_before"]) < 0.05)'; }
 emulated && tcg=1 || tcg=
@@ -66,7 +67,7 @@ median_of_steady() {
 			echo "# $bad"
 			return
 		fi
-		echo "# try $try: lost $(json "$tmp/try.json" '" ".join("%.1f%%" % r["lost_percent"] for r in j["rows"])'), baseline moved $(drift "$tmp/try.json")%"
+		echo "# try $try: lost $(lost "$tmp/try.json"), baseline moved $(drift "$tmp/try.json")%"
 		[ -z "$tcg" ] || { cp "$tmp/try.json" "$out"; return; }
 		if [ "$(steady "$tmp/try.json")" = 1 ]; then
 			steady_runs=$((steady_runs + 1))
@@ -84,7 +85,7 @@ out = runs[-1]
 for i, row in enumerate(out["rows"]):
 	row["lost_percent"] = statistics.median(r["rows"][i]["lost_percent"] for r in runs)
 json.dump(out, open(sys.argv[1], "w"))' "$out" $(seq -f "$tmp/steady-%g.json" $steady_runs)
-	echo "# median of $steady_runs steady runs of $tries: lost $(json "$out" '" ".join("%.1f%%" % r["lost_percent"] for r in j["rows"])')"
+	echo "# median of $steady_runs steady runs of $tries: lost $(lost "$out")"
 }
 
 # $1: the check's name, $2 its condition.  Asserted, failed, or skipped
