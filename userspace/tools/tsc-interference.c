@@ -374,13 +374,24 @@ int main(int argc, char **argv)
 
 	{
 		double base = (double)(before.median + after.median) / 2;
+		/*
+		 * How far the counts alone ranged: a cost smaller than that
+		 * cannot be told from the machine's own noise (a vCPU the host
+		 * takes away, a busy sibling hyperthread, a clock that moves).
+		 */
+		uint64_t lo = before.min < after.min ? before.min : after.min;
+		uint64_t hi = before.max > after.max ? before.max : after.max;
+		double spread = (double)(hi - lo) / base * 100;
 		int nrows = sweep ? nvalues : ncmd ? 1 : 0;
 
 		if (json) {
 			printf("{\n  \"schema_version\": 1,\n  \"cpu\": %d, \"seconds\": %.3f, \"runs\": %llu,\n"
-			       "  \"baseline_before\": %llu, \"baseline_after\": %llu,\n  \"command\": ",
+			       "  \"baseline_before\": %llu, \"baseline_after\": %llu,\n"
+			       "  \"baseline_min\": %llu, \"baseline_max\": %llu, \"baseline_spread_percent\": %.3f,\n"
+			       "  \"command\": ",
 			       cpu, seconds, (unsigned long long)runs,
-			       (unsigned long long)before.median, (unsigned long long)after.median);
+			       (unsigned long long)before.median, (unsigned long long)after.median,
+			       (unsigned long long)lo, (unsigned long long)hi, spread);
 			if (ncmd) {
 				printf("[");
 				for (int i = 0; i < ncmd; i++) {
@@ -417,6 +428,8 @@ int main(int argc, char **argv)
 		printf("  %-24s %14llu %8.2f%%   (drift of the baseline)\n", "alone, after",
 		       (unsigned long long)after.median,
 		       (1 - (double)after.median / (double)before.median) * 100);
+		printf("The counts alone ranged over %.2f%% of the baseline: a smaller cost is noise.\n",
+		       spread);
 	}
 	return cli_exit("tsc-interference", 0);
 }
