@@ -2,13 +2,13 @@
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 #
 # tsc-interference: bad arguments exit 2; a command that sleeps costs
-# nothing; the counts alone give the noise's range; competing spinners pinned to the same CPU cost what the
-# scheduler's fair share says (one: about half, two: about two thirds),
-# and the sweep table orders them (these three on a CPU that is not
-# emulated); the JSON validates; every {} takes the sweep's value; a
-# command that ends during the counting fails the run; a SIGTERM to the
-# tool reaches the command, an ignored SIGHUP stays ignored; no spinner
-# outlives the run.
+# nothing; the counts alone give the noise's range; competing spinners
+# pinned to the same CPU cost what the scheduler's fair share says (one:
+# about half, two: about two thirds), and the sweep table orders them
+# (these three on a CPU that is not emulated); the JSON validates; every
+# {} takes the sweep's value; a command that ends during the counting
+# fails the run; a SIGTERM to the tool reaches the command, an ignored
+# SIGHUP stays ignored; no spinner outlives the run.
 #
 # Usage: tsc_interference_test.sh TOOL SCHEMA
 
@@ -46,8 +46,10 @@ usage_errors "$tool" "--sweep 1,2" "-- echo {}" "--cpu 4095" "--seconds 0" "--ru
 run() { "$tool" --cpu "$cpu" --seconds 0.2 --runs 5 --json "$@"; }
 lost() { json "$1" '" ".join("%.1f%%" % r["lost_percent"] for r in j["rows"])'; }
 drift() { json "$1" '"%.1f" % ((1 - j["baseline_after"] / j["baseline_before"]) * 100)'; }
+# $1's baseline moved by the share $2 or more: 1, else 0.
+moved() { json "$1" "int(abs(1 - j['baseline_after'] / j['baseline_before']) >= $2)"; }
 steady() {
-	json "$1" 'int(abs(1 - j["baseline_after"] / j["baseline_before"]) < 0.05 and j["baseline_spread_percent"] < 10)'
+	[ "$(moved "$1" 0.05)" = 0 ] && [ "$(json "$1" 'int(j["baseline_spread_percent"] < 10)')" = 1 ]
 }
 emulated && tcg=1 || tcg=
 
@@ -76,11 +78,11 @@ median_of_steady() {
 		echo "# try $try: lost $(lost "$tmp/try.json"), baseline moved $(drift "$tmp/try.json")%," \
 			"its counts ranged over $(json "$tmp/try.json" '"%.1f" % j["baseline_spread_percent"]')%"
 		[ -z "$tcg" ] || { cp "$tmp/try.json" "$out"; return; }
-		if [ "$(steady "$tmp/try.json")" = 1 ]; then
+		if steady "$tmp/try.json"; then
 			steady_runs=$((steady_runs + 1))
 			cp "$tmp/try.json" "$tmp/steady-$steady_runs.json"
 			[ $steady_runs = 3 ] && break
-		elif [ "$(json "$tmp/try.json" 'int(abs(1 - j["baseline_after"] / j["baseline_before"]) >= 0.2)')" = 1 ]; then
+		elif [ "$(moved "$tmp/try.json" 0.2)" = 1 ]; then
 			wild=$((wild + 1))
 		fi
 	done
