@@ -69,6 +69,7 @@ __extension__ typedef unsigned __int128 u128;
 #define SYNC_PERIOD_MS	1000
 #define LEASE_NS	1000000000	/* the helper's page is read this long past a renewal */
 #define RENEW_MS	250
+#define RETRY_MS	10		/* a sync whose sample was too noisy, again */
 #define CONVERGE_S	1.0		/* an error is slewed out over this */
 #define MAX_SLEW	1e-3		/* 1000 ppm: NTP slews at up to 500 */
 #define STEP_NS		10000000	/* MONOTONIC off by more: step */
@@ -521,18 +522,31 @@ static int arm_set_fd(int fd)
 	return timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &far, NULL);
 }
 
+/* How long the helper sleeps: RETRY_MS after a failed sync, doubling, up to RENEW_MS. */
+static int helper_wait_ms(unsigned int failed)
+{
+	int ms = RETRY_MS;
+
+	if (!failed)
+		return RENEW_MS;
+	while (--failed && ms < RENEW_MS)
+		ms *= 2;
+	return ms < RENEW_MS ? ms : RENEW_MS;
+}
+
 static void *helper(void *arg)
 {
 	struct tsc__discipline *d = arg;
 	int64_t synced = tsc__ns_now(CLOCK_MONOTONIC);
+	unsigned int failed = 0;	/* syncs in a row whose sample was too noisy */
+	bool due = false;		/* a sync to take at the next wake */
 
 	for (;;) {
 		struct pollfd fds[2] = {
 			{ .fd = d->stop_fd, .events = POLLIN },
 			{ .fd = d->set_fd, .events = POLLIN },
 		};
-		int n = poll(fds, d->set_fd >= 0 ? 2 : 1, RENEW_MS);
-		bool now = false;
+		int n = poll(fds, d->set_fd >= 0 ? 2 : 1, helper_wait_ms(failed));
 
 		if (n > 0 && fds[0].revents)
 			break;
@@ -542,14 +556,28 @@ static void *helper(void *arg)
 			/* ECANCELED: the clock was set or the system resumed; re-arm, sync now. */
 			if (read(d->set_fd, &expired, sizeof(expired)) < 0)
 				(void)arm_set_fd(d->set_fd);
-			now = true;
+			due = true;
 		}
-		if (!now && tsc__ns_now(CLOCK_MONOTONIC) - synced < SYNC_PERIOD_MS * 1000000LL) {
+		if (!due && tsc__ns_now(CLOCK_MONOTONIC) - synced < SYNC_PERIOD_MS * 1000000LL) {
 			renew(d);
 			continue;
 		}
-		/* A sample too noisy now is taken again next time. */
-		(void)tsc__discipline_sync(d);
+		/*
+		 * A sample too noisy now (a guest's vCPU descheduled, an
+		 * interrupt storm) is taken again soon, RETRY_MS on and
+		 * twice as long each time after, up to RENEW_MS: a sync a
+		 * period late would widen the horizon that the next ones
+		 * correct over (tsc__discipline_corr()) for as many syncs
+		 * as it spans.  The lease runs on meanwhile.
+		 */
+		if (tsc__discipline_sync(d) == -EAGAIN) {
+			renew(d);
+			failed++;
+			due = true;
+			continue;
+		}
+		failed = 0;
+		due = false;
 		synced = tsc__ns_now(CLOCK_MONOTONIC);
 	}
 	return NULL;
