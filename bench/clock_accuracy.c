@@ -23,6 +23,17 @@
  *             back within 20 us after at most 4 s: a change of rate is
  *             seen at the next sync and in full at the one after, and
  *             corrected over a third (tsc_sysclock_sync(3)).
+ *
+ * Those last two hold while the helper syncs about once a second.  One
+ * starved by the host (a guest's vCPU not run: TCG on a busy machine), or
+ * whose samples stay too noisy to use, syncs late, and then, by design,
+ * corrects over the longest of its last intervals: a phase in which, or
+ * in the four syncs before which, two syncs were more than LATE_SYNC_NS
+ * apart has its error and convergence shown but not judged, marked so.
+ * The syncs are read off the page (each starts a segment at a new
+ * cycle_last), not off this thread's samples, which the host may starve
+ * on their own.  Fewer than MIN_JUDGED phases judged fails: a helper
+ * that is always late is a fault.
  * Exit 4 (skip) when not root (the clocks cannot be slewed) or without
  * --adjust-clocks.
  */
@@ -40,6 +51,16 @@
 #define CONVERGED_NS	20000
 #define SLEW_BOUND_NS	2000000
 #define CONVERGE_BOUND_NS 4000000000LL
+/*
+ * Syncs come 1.00-1.02 s apart, a failed one retried 10 ms on.  With the
+ * longest interval g in the horizon a sync leaves 1 - 1/g of the error:
+ * at 1.1 s 9%, so 500 us is under 20 us two syncs after the rate is
+ * known, within CONVERGE_BOUND_NS; at 1.27 s, measured, 3.25 s instead
+ * of 2.0; at 2 s (a sync missed) half, and 5.7 s, seen.
+ */
+#define LATE_SYNC_NS	1100000000LL
+#define HORIZON_SYNCS	4		/* the intervals the library's horizon spans */
+#define MIN_JUDGED	4		/* of the seven phases */
 
 static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
 
@@ -88,7 +109,52 @@ struct result {
 	int64_t disc_max[3], anchored_max;
 	uint64_t disc_back;
 	int64_t converged_ns;	/* -1: never within CONVERGED_NS to the end */
+	unsigned int syncs;	/* the disciplined clock's, in the phase */
+	int64_t longest_gap_ns;	/* between syncs, the phase's and the four before */
 };
+
+/*
+ * The disciplined clock's syncs: the TSC at the last, its rate, and the
+ * last HORIZON_SYNCS intervals between them, across phases.
+ */
+static struct {
+	uint64_t last_t;
+	double ns_per_tick;
+	int64_t gaps[HORIZON_SYNCS];
+} syncs;
+
+/*
+ * The page's cycle_last, where a sync starts its segment; 0 while the
+ * page is being rewritten (it is odd then, or its seq moved on).  The
+ * helper swaps pages and never writes the one the readers hold, so a
+ * seq that reads even and the same around it is the segment's.
+ */
+static uint64_t segment_start(const struct tsc_sysclock *c)
+{
+	const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_ACQUIRE);
+	uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
+	uint64_t t = p->cycle_last;
+
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return (seq & 1) || __atomic_load_n(&p->seq, __ATOMIC_RELAXED) != seq ? 0 : t;
+}
+
+/* A sync since the last look: counted, its interval kept. */
+static void see_syncs(struct result *r, const struct tsc_sysclock *disc)
+{
+	uint64_t t = segment_start(disc);
+	int64_t gap;
+
+	if (!t || t == syncs.last_t)
+		return;
+	gap = (int64_t)((double)(t - syncs.last_t) * syncs.ns_per_tick);
+	syncs.last_t = t;
+	memmove(&syncs.gaps[1], &syncs.gaps[0], sizeof(syncs.gaps) - sizeof(syncs.gaps[0]));
+	syncs.gaps[0] = gap;
+	r->syncs++;
+	if (gap > r->longest_gap_ns)
+		r->longest_gap_ns = gap;
+}
 
 static int64_t absd(int64_t x)
 {
@@ -103,6 +169,9 @@ static void run_phase(struct result *r, const struct tsc_sysclock *exact,
 	int64_t start = ns(CLOCK_MONOTONIC), last_bad = 0, prev_mono = 0;
 
 	memset(r, 0, sizeof(*r));
+	for (int i = 0; disc && i < HORIZON_SYNCS; i++)
+		if (syncs.gaps[i] > r->longest_gap_ns)
+			r->longest_gap_ns = syncs.gaps[i];
 	while (ns(CLOCK_MONOTONIC) - start < (int64_t)secs * 1000000000) {
 		int64_t worst = 0;
 		struct timespec ms = { .tv_nsec = 1000000 };
@@ -131,6 +200,7 @@ static void run_phase(struct result *r, const struct tsc_sysclock *exact,
 			prev_mono = m;
 			if (worst > CONVERGED_NS)
 				last_bad = ns(CLOCK_MONOTONIC) - start;
+			see_syncs(r, disc);
 		}
 		{
 			int64_t a = ns(CLOCK_MONOTONIC), v = (int64_t)tsc_now(anchored);
@@ -143,6 +213,14 @@ static void run_phase(struct result *r, const struct tsc_sysclock *exact,
 		nanosleep(&ms, NULL);
 	}
 	r->converged_ns = last_bad >= (int64_t)secs * 1000000000 - 50000000 ? -1 : last_bad;
+	if (disc) {
+		/* The sync still due at the end is late too, if it is. */
+		int64_t open = (int64_t)((double)(tsc_rdtsc_ordered() - syncs.last_t) *
+					 syncs.ns_per_tick);
+
+		if (open > r->longest_gap_ns)
+			r->longest_gap_ns = open;
+	}
 }
 
 int main(int argc, char **argv)
@@ -160,7 +238,7 @@ int main(int argc, char **argv)
 	TSC_SYSCLOCK(exact);
 	TSC_SYSCLOCK(disc);
 	TSC_CLOCK(anchored);
-	int secs, failed = 0;
+	int secs, failed = 0, judged = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
@@ -215,14 +293,31 @@ int main(int argc, char **argv)
 		       disc.why);
 		failed = 1;
 	}
+	if (disc.path == TSC_SYSCLOCK_DISCIPLINED) {
+		uint64_t millihz;
+
+		if (tsc_sysclock_rate(&disc, &millihz)) {
+			fprintf(stderr, "clock_accuracy: %s\n", tsc_last_error());
+			return 1;
+		}
+		syncs.ns_per_tick = 1e12 / (double)millihz;
+		for (int tries = 0; tries < 1000 && !syncs.last_t; tries++)
+			syncs.last_t = segment_start(&disc);
+		if (!syncs.last_t) {
+			fprintf(stderr, "clock_accuracy: the disciplined clock's page never read even\n");
+			return 1;
+		}
+	}
 	printf("exact:       %s\n", exact.why);
 	printf("disciplined: %s\n", disc.why);
 	printf("%d s per phase; rounds of the three clocks, 1 ms apart\n", secs);
-	printf("%-10s %14s | %12s %12s %12s %6s %12s | %14s\n", "phase", "exact viol.",
-	       "disc REAL", "disc MONO", "disc BOOT", "back", "converged", "anchored MONO");
+	printf("%-10s %14s | %12s %12s %12s %6s %12s %5s %10s | %14s\n", "phase", "exact viol.",
+	       "disc REAL", "disc MONO", "disc BOOT", "back", "converged", "syncs",
+	       "sync gap", "anchored MONO");
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
 		struct result r;
-		char conv[32], viol[32];
+		char conv[32], viol[32], gap[32];
+		bool judge;
 		int err = set_freq_ppm(phases[i].ppm);
 
 		if (!err && phases[i].step)
@@ -243,26 +338,43 @@ int main(int argc, char **argv)
 			snprintf(conv, sizeof(conv), "never");
 		else
 			snprintf(conv, sizeof(conv), "%.3f s", (double)r.converged_ns / 1e9);
+		judge = r.longest_gap_ns <= LATE_SYNC_NS;
+		snprintf(gap, sizeof(gap), "%.2f s%s", (double)r.longest_gap_ns / 1e9,
+			 judge ? "" : " *");
 		if (disc.path == TSC_SYSCLOCK_DISCIPLINED)
-			printf("%-10s %14s | %9lld ns %9lld ns %9lld ns %6llu %12s | %11lld ns\n",
+			printf("%-10s %14s | %9lld ns %9lld ns %9lld ns %6llu %12s %5u %10s | %11lld ns\n",
 			       phases[i].name, viol, (long long)r.disc_max[0],
 			       (long long)r.disc_max[1], (long long)r.disc_max[2],
-			       (unsigned long long)r.disc_back, conv, (long long)r.anchored_max);
-		else
-			printf("%-10s %14s | %12s %12s %12s %6s %12s | %11lld ns\n",
-			       phases[i].name, viol, "n/a", "n/a", "n/a", "n/a", "n/a",
+			       (unsigned long long)r.disc_back, conv, r.syncs, gap,
 			       (long long)r.anchored_max);
+		else
+			printf("%-10s %14s | %12s %12s %12s %6s %12s %5s %10s | %11lld ns\n",
+			       phases[i].name, viol, "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
+			       "n/a", (long long)r.anchored_max);
 		if (exact.path == TSC_SYSCLOCK_KERNEL && r.exact_viol)
 			failed = 1;
-		if (disc.path == TSC_SYSCLOCK_DISCIPLINED &&
-		    (r.disc_back || r.converged_ns < 0 || r.converged_ns > CONVERGE_BOUND_NS ||
-		     (!phases[i].step && r.disc_max[1] > SLEW_BOUND_NS)))
+		if (disc.path != TSC_SYSCLOCK_DISCIPLINED)
+			continue;
+		if (r.disc_back)
+			failed = 1;
+		/* The bounds that assume a sync a second, where there was one. */
+		judged += judge;
+		if (judge && (r.converged_ns < 0 || r.converged_ns > CONVERGE_BOUND_NS ||
+			      (!phases[i].step && r.disc_max[1] > SLEW_BOUND_NS)))
 			failed = 1;
 	}
 	set_freq(freq0);
 	tsc_sysclock_fini(&disc);
 	printf("bounds: exact 0 violations; disciplined never back, MONOTONIC within %d us through slews, every phase within %d us again after at most %.1f s\n",
 	       SLEW_BOUND_NS / 1000, CONVERGED_NS / 1000, CONVERGE_BOUND_NS / 1e9);
+	if (disc.path == TSC_SYSCLOCK_DISCIPLINED) {
+		int n = (int)(sizeof(phases) / sizeof(phases[0]));
+
+		printf("sync gap: the longest between the helper's syncs in the phase and the %d before; * over %.1f s: the last two bounds not judged there (%d of %d phases judged, %d at least)\n",
+		       HORIZON_SYNCS, LATE_SYNC_NS / 1e9, judged, n, MIN_JUDGED);
+		if (judged < MIN_JUDGED)
+			failed = 1;
+	}
 	if (check && failed) {
 		printf("clock_accuracy: FAILED the bounds\n");
 		return 1;
