@@ -30,7 +30,7 @@ ko=$(realpath "$ko")
 # own xz decoder refuses (EINVAL); kmod's insmod inflates it in userspace.
 plain_ko=$ko
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'keys_release; rm -rf "$tmp"' EXIT
 case $ko in
 *.xz) plain_ko=$tmp/tsc_freq_khz.ko; xz -dc "$ko" > "$plain_ko" ;;
 esac
@@ -102,6 +102,37 @@ run() {
 
 loaded() { [ -d /sys/module/tsc_freq_khz ]; }
 
+# Under QEMU's TCG with two CPUs or more, the tests that run tsc-jitter
+# run with its perf events held open by perf_keys_hold, so that its own
+# opens and closes leave the kernel's text alone: a race of the emulator's
+# with the kernel's live text patching kills the guest otherwise (the
+# helper says how).  tracefs, which the holder needs for the tracepoints'
+# ids, is mounted for the time if nobody has.
+keys_holder='' keys_mounted=''
+keys_hold() {
+	local tr=/sys/kernel/tracing
+	grep -q 'QEMU TCG' /proc/cpuinfo && [ "$(nproc)" -ge 2 ] || return 0
+	if [ ! -e $tr/events ] && mount -t tracefs nodev $tr; then
+		keys_mounted=1
+	fi
+	"$bin/perf_keys_hold" > "$tmp/keys" 2>&1 &
+	keys_holder=$!
+	# Its line says the events are open; up to 10 s for it, under TCG.
+	for _ in $(seq 100); do
+		[ -s "$tmp/keys" ] || ! kill -0 "$keys_holder" 2> /dev/null && break
+		sleep 0.1
+	done
+	echo "# $(head -n 1 "$tmp/keys")"
+}
+keys_release() {
+	if [ -n "$keys_holder" ]; then
+		kill "$keys_holder" 2> /dev/null
+		wait "$keys_holder"
+	fi
+	[ -z "$keys_mounted" ] || umount /sys/kernel/tracing
+	keys_holder='' keys_mounted=''
+}
+
 mark="tsc_freq_khz selftests start $$.$RANDOM"
 root=0
 if [ "$(id -u)" -eq 0 ] && [ -w /dev/kmsg ]; then
@@ -146,11 +177,15 @@ for t in "${tests[@]}"; do
 		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-report" \
 			"$here/../userspace/tools/tsc-report.schema.json" ;;
 	tsc_jitter_test)
+		keys_hold
 		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-jitter" \
 			"$bin/../userspace/jitter_inject" \
-			"$here/../userspace/tools/tsc-jitter.schema.json" ;;
+			"$here/../userspace/tools/tsc-jitter.schema.json"
+		keys_release ;;
 	jitter_causes_test)
-		run $t "$here/$t.sh" "$bin/../userspace/tsc-jitter" "$bin/cause_inject" ;;
+		keys_hold
+		run $t "$here/$t.sh" "$bin/../userspace/tsc-jitter" "$bin/cause_inject"
+		keys_release ;;
 	tsc_coreclock_test)
 		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-coreclock" \
 			"$here/../userspace/tools/tsc-coreclock.schema.json" ;;
