@@ -21,7 +21,7 @@ COV_TESTS := $(patsubst tests/%.c,$(COV)/%,$(wildcard tests/*_test.c))
 
 $(COV)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(INCLUDES) $(WARN) -O0 -g --coverage -pthread -c -o $@ $<
+	$(CC) $(INCLUDES) $(WARN) -O0 -g --coverage -pthread -DTSC__TEST_HOOKS -c -o $@ $<
 
 $(COV)/%_test: tests/%_test.c tests/fake_sysfs.h ../selftests/harness.h tests/gcov_flush.c $(COV_OBJS) $(HDRS) \
 		$(TOOL_HDRS) $$(call test_srcs,$$*_test)

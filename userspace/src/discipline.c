@@ -69,7 +69,7 @@ __extension__ typedef unsigned __int128 u128;
 #define SYNC_PERIOD_MS	1000
 #define LEASE_NS	1000000000	/* the helper's page is read this long past a renewal */
 #define RENEW_MS	250
-#define RETRY_MS	10		/* a sync whose sample was too noisy, again */
+#define RETRY_MS	10		/* a sync whose sample was too noisy, again (retry_ns()) */
 #define CONVERGE_S	1.0		/* an error is slewed out over this */
 #define MAX_SLEW	1e-3		/* 1000 ppm: NTP slews at up to 500 */
 #define STEP_NS		10000000	/* MONOTONIC off by more: step */
@@ -133,6 +133,10 @@ struct tsc__discipline {
 static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tsc__discipline *live, *retired;
 
+#ifdef TSC__TEST_HOOKS
+unsigned int tsc__test_wide_samples;
+#endif
+
 /* One reading of the system's clocks, bracketed by the TSC. */
 struct sample {
 	uint64_t t, mono, width;
@@ -148,6 +152,12 @@ struct sample {
 static void take_sample(struct sample *s, double ns_per_tick)
 {
 	s->width = UINT64_MAX;
+#ifdef TSC__TEST_HOOKS
+	if (__atomic_load_n(&tsc__test_wide_samples, __ATOMIC_ACQUIRE)) {
+		__atomic_fetch_sub(&tsc__test_wide_samples, 1, __ATOMIC_ACQ_REL);
+		return;
+	}
+#endif
 	for (int i = 0; i < SAMPLE_TRIES; i++) {
 		uint64_t a = tsc_rdtsc_ordered();
 		int64_t m1 = tsc__ns_now(CLOCK_MONOTONIC), r = tsc__ns_now(CLOCK_REALTIME);
@@ -490,10 +500,13 @@ int tsc__discipline_sync(struct tsc__discipline *d)
  * them back to the page, below what they read.  The sync ends it.  One
  * found to have ended while the renewal was stored all the same (the
  * helper stalled between its check and its store) marks the page lapsed
- * and syncs at once, a step forward if the page is behind.
+ * and syncs at once, a step forward if the page is behind: true if that
+ * sync was made.
  */
-static void renew(struct tsc__discipline *d)
+static bool renew(struct tsc__discipline *d)
 {
+	bool synced = false;
+
 	pthread_mutex_lock(&d->lock);
 	if (d->leased && d->have_seg && !d->unusable) {
 		const struct tscfk_clock_page *p = &d->pages[d->cur].p;
@@ -507,11 +520,12 @@ static void renew(struct tsc__discipline *d)
 			d->bound_t = d->seg.t0 + lease;
 			if (tsc_after_stores() >= was) {
 				d->lapsed = true;
-				(void)sync_locked(d);
+				synced = sync_locked(d) == 0;
 			}
 		}
 	}
 	pthread_mutex_unlock(&d->lock);
+	return synced;
 }
 
 /* A CANCEL_ON_SET timer: readable (ECANCELED) when the clock is set or the system resumes. */
@@ -522,31 +536,49 @@ static int arm_set_fd(int fd)
 	return timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &far, NULL);
 }
 
-/* How long the helper sleeps: RETRY_MS after a failed sync, doubling, up to RENEW_MS. */
-static int helper_wait_ms(unsigned int failed)
+/*
+ * When a sync whose sample was too noisy (a guest's vCPU descheduled, an
+ * interrupt storm) is tried again, the failed-th in a row: RETRY_MS on,
+ * twice as long each time after, up to a period.  A sync a period late
+ * would widen the horizon that the next ones correct over
+ * (tsc__discipline_corr()) for as many syncs as it spans; and where
+ * samples keep failing (a clocksource whose reads are slow since
+ * initialisation), tries cost no more than syncs did.
+ */
+static int64_t retry_ns(unsigned int failed)
 {
-	int ms = RETRY_MS;
+	const int64_t period = SYNC_PERIOD_MS * 1000000LL;
+	int64_t ns = RETRY_MS * 1000000LL;
 
-	if (!failed)
-		return RENEW_MS;
-	while (--failed && ms < RENEW_MS)
-		ms *= 2;
-	return ms < RENEW_MS ? ms : RENEW_MS;
+	while (--failed && ns < period)
+		ns *= 2;
+	return ns < period ? ns : period;
+}
+
+/* How long to poll: RENEW_MS at most, until due at the least. */
+static int poll_ms(int64_t due)
+{
+	int64_t left = due - tsc__ns_now(CLOCK_MONOTONIC);
+
+	if (left <= 0)
+		return 0;
+	return left >= RENEW_MS * 1000000LL ? RENEW_MS : (int)((left + 999999) / 1000000);
 }
 
 static void *helper(void *arg)
 {
+	const int64_t period = SYNC_PERIOD_MS * 1000000LL;
 	struct tsc__discipline *d = arg;
-	int64_t synced = tsc__ns_now(CLOCK_MONOTONIC);
+	int64_t due = tsc__ns_now(CLOCK_MONOTONIC) + period;	/* the next sync */
 	unsigned int failed = 0;	/* syncs in a row whose sample was too noisy */
-	bool due = false;		/* a sync to take at the next wake */
+	bool stale = false;		/* the clock set, or a resume, since the last sync */
 
 	for (;;) {
 		struct pollfd fds[2] = {
 			{ .fd = d->stop_fd, .events = POLLIN },
 			{ .fd = d->set_fd, .events = POLLIN },
 		};
-		int n = poll(fds, d->set_fd >= 0 ? 2 : 1, helper_wait_ms(failed));
+		int n = poll(fds, d->set_fd >= 0 ? 2 : 1, poll_ms(due));
 
 		if (n > 0 && fds[0].revents)
 			break;
@@ -556,29 +588,27 @@ static void *helper(void *arg)
 			/* ECANCELED: the clock was set or the system resumed; re-arm, sync now. */
 			if (read(d->set_fd, &expired, sizeof(expired)) < 0)
 				(void)arm_set_fd(d->set_fd);
-			due = true;
-		}
-		if (!due && tsc__ns_now(CLOCK_MONOTONIC) - synced < SYNC_PERIOD_MS * 1000000LL) {
-			renew(d);
-			continue;
+			stale = true;
+			due = tsc__ns_now(CLOCK_MONOTONIC);
 		}
 		/*
-		 * A sample too noisy now (a guest's vCPU descheduled, an
-		 * interrupt storm) is taken again soon, RETRY_MS on and
-		 * twice as long each time after, up to RENEW_MS: a sync a
-		 * period late would widen the horizon that the next ones
-		 * correct over (tsc__discipline_corr()) for as many syncs
-		 * as it spans.  The lease runs on meanwhile.
+		 * A sync that failed is tried again soon (retry_ns()), the
+		 * lease renewed meanwhile; but not a page the clock's set or
+		 * a resume made wrong: its readers go to clock_gettime() when
+		 * the lease ends.
 		 */
-		if (tsc__discipline_sync(d) == -EAGAIN) {
-			renew(d);
-			failed++;
-			due = true;
-			continue;
+		if (tsc__ns_now(CLOCK_MONOTONIC) < due) {
+			if (stale || !renew(d))
+				continue;
+		} else if (tsc__discipline_sync(d) == -EAGAIN) {
+			if (stale || !renew(d)) {
+				due = tsc__ns_now(CLOCK_MONOTONIC) + retry_ns(++failed);
+				continue;
+			}
 		}
 		failed = 0;
-		due = false;
-		synced = tsc__ns_now(CLOCK_MONOTONIC);
+		stale = false;
+		due = tsc__ns_now(CLOCK_MONOTONIC) + period;
 	}
 	return NULL;
 }

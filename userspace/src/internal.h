@@ -85,6 +85,11 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 #define TSC__DISCIPLINE_INTERVALS	4
 double tsc__discipline_corr(int64_t err, uint64_t horizon);
 uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval);
+/*
+ * The unit tests' own (built with TSC__TEST_HOOKS; nothing else defines
+ * it): a disciplined clock's next this-many samples read too wide to use.
+ */
+extern unsigned int tsc__test_wide_samples;
 /* The helper thread of a disciplined clock: 0, or -ENOENT if it has none. */
 int tsc__discipline_helper(const struct tsc_sysclock *c, pthread_t *thread);
 int tsc__discipline_sync(struct tsc__discipline *d);
