@@ -24,16 +24,18 @@
  *             seen at the next sync and in full at the one after, and
  *             corrected over a third (tsc_sysclock_sync(3)).
  *
- * Those last two hold while the helper syncs about once a second.  One
+ * The last holds while the helper syncs about once a second.  One
  * starved by the host (a guest's vCPU not run: TCG on a busy machine), or
  * whose samples stay too noisy to use, syncs late, and then, by design,
  * corrects over the longest of its last intervals: a phase in which, or
- * in the four syncs before which, two syncs were more than LATE_SYNC_NS
- * apart has its error and convergence shown but not judged, marked so.
- * The syncs are read off the page (each starts a segment at a new
- * cycle_last), not off this thread's samples, which the host may starve
- * on their own.  Fewer than MIN_JUDGED phases judged fails: a helper
- * that is always late is a fault.
+ * in the syncs before it that its horizon spans, two syncs were more
+ * than LATE_SYNC_NS apart has its convergence shown but not judged,
+ * marked so.  The syncs are read off the page (each starts a segment at
+ * a new cycle_last), not off this thread's samples, which the host may
+ * starve on their own.  Fewer than MIN_JUDGED of the four phases whose
+ * rate changes judged fails: a helper that is always late is a fault.
+ * The 2 ms holds late or not: the page is read a second past the
+ * helper's last renewal at most, three sync periods past its start.
  * Exit 4 (skip) when not root (the clocks cannot be slewed) or without
  * --adjust-clocks.
  */
@@ -52,15 +54,17 @@
 #define SLEW_BOUND_NS	2000000
 #define CONVERGE_BOUND_NS 4000000000LL
 /*
- * Syncs come 1.00-1.02 s apart, a failed one retried 10 ms on.  With the
- * longest interval g in the horizon a sync leaves 1 - 1/g of the error:
- * at 1.1 s 9%, so 500 us is under 20 us two syncs after the rate is
- * known, within CONVERGE_BOUND_NS; at 1.27 s, measured, 3.25 s instead
- * of 2.0; at 2 s (a sync missed) half, and 5.7 s, seen.
+ * Syncs come 1.00-1.02 s apart, a failed one retried 10 ms on.  A late
+ * interval g among 1 s ones leaves 1 - 1/g of the error at each sync
+ * while it is in the horizon: at 1.1 s, about 9% of what one second's
+ * correction leaves; measured, a 1.27 s gap (a retry 250 ms on) took a
+ * phase 3.25 s instead of 2.0, and a 2 s one (a sync missed) 5.7 s.
  */
 #define LATE_SYNC_NS	1100000000LL
 #define HORIZON_SYNCS	4		/* the intervals the library's horizon spans */
-#define MIN_JUDGED	4		/* of the seven phases */
+#define MIN_JUDGED	2		/* of the four phases whose rate changes */
+/* Segments this close together are one sync's (new_segment() publishing again). */
+#define SAME_SYNC_NS	100000000LL
 
 static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
 
@@ -149,6 +153,8 @@ static void see_syncs(struct result *r, const struct tsc_sysclock *disc)
 		return;
 	gap = (int64_t)((double)(t - syncs.last_t) * syncs.ns_per_tick);
 	syncs.last_t = t;
+	if (gap < SAME_SYNC_NS)
+		return;
 	memmove(&syncs.gaps[1], &syncs.gaps[0], sizeof(syncs.gaps) - sizeof(syncs.gaps[0]));
 	syncs.gaps[0] = gap;
 	r->syncs++;
@@ -229,10 +235,11 @@ int main(int argc, char **argv)
 		const char *name;
 		long ppm;
 		int step;
+		bool rate_changes;	/* from the phase before */
 	} phases[] = {
-		{ "free", 0, 0 }, { "+500 ppm", 500, 0 }, { "free", 0, 0 },
-		{ "-500 ppm", -500, 0 }, { "free", 0, 0 },
-		{ "step +1 s", 0, 1 }, { "step -1 s", 0, -1 },
+		{ "free", 0, 0, false }, { "+500 ppm", 500, 0, true }, { "free", 0, 0, true },
+		{ "-500 ppm", -500, 0, true }, { "free", 0, 0, true },
+		{ "step +1 s", 0, 1, false }, { "step -1 s", 0, -1, false },
 	};
 	bool quick = false, check = false, adjust = false;
 	TSC_SYSCLOCK(exact);
@@ -357,10 +364,12 @@ int main(int argc, char **argv)
 			continue;
 		if (r.disc_back)
 			failed = 1;
-		/* The bounds that assume a sync a second, where there was one. */
-		judged += judge;
-		if (judge && (r.converged_ns < 0 || r.converged_ns > CONVERGE_BOUND_NS ||
-			      (!phases[i].step && r.disc_max[1] > SLEW_BOUND_NS)))
+		if (!phases[i].step && r.disc_max[1] > SLEW_BOUND_NS)
+			failed = 1;
+		/* The bound that assumes a sync a second, where there was one. */
+		if (phases[i].rate_changes)
+			judged += judge;
+		if (judge && (r.converged_ns < 0 || r.converged_ns > CONVERGE_BOUND_NS))
 			failed = 1;
 	}
 	set_freq(freq0);
@@ -368,10 +377,8 @@ int main(int argc, char **argv)
 	printf("bounds: exact 0 violations; disciplined never back, MONOTONIC within %d us through slews, every phase within %d us again after at most %.1f s\n",
 	       SLEW_BOUND_NS / 1000, CONVERGED_NS / 1000, CONVERGE_BOUND_NS / 1e9);
 	if (disc.path == TSC_SYSCLOCK_DISCIPLINED) {
-		int n = (int)(sizeof(phases) / sizeof(phases[0]));
-
-		printf("sync gap: the longest between the helper's syncs in the phase and the %d before; * over %.1f s: the last two bounds not judged there (%d of %d phases judged, %d at least)\n",
-		       HORIZON_SYNCS, LATE_SYNC_NS / 1e9, judged, n, MIN_JUDGED);
+		printf("sync gap: the longest between the helper's syncs in the phase and the %d before; * over %.1f s: convergence not judged there (%d of the 4 phases whose rate changes judged, %d at least)\n",
+		       HORIZON_SYNCS, LATE_SYNC_NS / 1e9, judged, MIN_JUDGED);
 		if (judged < MIN_JUDGED)
 			failed = 1;
 	}
