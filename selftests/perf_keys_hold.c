@@ -45,8 +45,13 @@ int main(void)
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
-	/* Blocked until sigsuspend(): a signal before it is not lost. */
+	/*
+	 * Blocked until sigsuspend(), which takes them whatever mask this
+	 * process inherited: a signal before it is not lost.
+	 */
 	sigprocmask(SIG_BLOCK, &block, &old);
+	sigdelset(&old, SIGTERM);
+	sigdelset(&old, SIGINT);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	jc_open(&c, 0, 1, 1, 0);

@@ -25,6 +25,43 @@ ko=${1:?usage: run_tests.sh MODULE.ko [BINDIR]}
 bin=${2:-$here/../build/selftests}
 ko=$(realpath "$ko")
 
+# Under QEMU's TCG with two CPUs or more, the tests that run tsc-jitter
+# run with its perf events held open by perf_keys_hold, so that its own
+# opens and closes leave the kernel's text alone: a race of the emulator's
+# with the kernel's live text patching kills the guest otherwise (the
+# helper says how).  The hold's own start and end flip each key once.
+# tracefs, which the holder needs for the tracepoints' ids, is mounted for
+# the time if nobody has.
+keys_holder='' keys_mounted=''
+keys_hold() {
+	local tr=/sys/kernel/tracing
+	grep -q 'QEMU TCG' /proc/cpuinfo && [ "$(nproc)" -ge 2 ] || return 0
+	if [ ! -e $tr/events ] && mount -t tracefs nodev $tr 2> /dev/null; then
+		keys_mounted=1
+	fi
+	"$bin/perf_keys_hold" > "$tmp/keys" 2>&1 &
+	keys_holder=$!
+	# Its line says the events are open; up to 10 s for it, under TCG.
+	for _ in $(seq 100); do
+		[ -s "$tmp/keys" ] || ! kill -0 "$keys_holder" 2> /dev/null && break
+		sleep 0.1
+	done
+	echo "# $(head -n 1 "$tmp/keys")"
+}
+keys_release() {
+	if [ -n "$keys_holder" ]; then
+		kill "$keys_holder" 2> /dev/null
+		for _ in $(seq 50); do
+			kill -0 "$keys_holder" 2> /dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$keys_holder" 2> /dev/null
+		wait "$keys_holder"
+	fi
+	[ -z "$keys_mounted" ] || umount /sys/kernel/tracing
+	keys_holder='' keys_mounted=''
+}
+
 # lifecycle_test loads with finit_module(2) itself and needs a plain .ko:
 # DKMS 3.0.10 compresses with xz's default CRC64 check, which the kernel's
 # own xz decoder refuses (EINVAL); kmod's insmod inflates it in userspace.
@@ -101,37 +138,6 @@ run() {
 }
 
 loaded() { [ -d /sys/module/tsc_freq_khz ]; }
-
-# Under QEMU's TCG with two CPUs or more, the tests that run tsc-jitter
-# run with its perf events held open by perf_keys_hold, so that its own
-# opens and closes leave the kernel's text alone: a race of the emulator's
-# with the kernel's live text patching kills the guest otherwise (the
-# helper says how).  tracefs, which the holder needs for the tracepoints'
-# ids, is mounted for the time if nobody has.
-keys_holder='' keys_mounted=''
-keys_hold() {
-	local tr=/sys/kernel/tracing
-	grep -q 'QEMU TCG' /proc/cpuinfo && [ "$(nproc)" -ge 2 ] || return 0
-	if [ ! -e $tr/events ] && mount -t tracefs nodev $tr; then
-		keys_mounted=1
-	fi
-	"$bin/perf_keys_hold" > "$tmp/keys" 2>&1 &
-	keys_holder=$!
-	# Its line says the events are open; up to 10 s for it, under TCG.
-	for _ in $(seq 100); do
-		[ -s "$tmp/keys" ] || ! kill -0 "$keys_holder" 2> /dev/null && break
-		sleep 0.1
-	done
-	echo "# $(head -n 1 "$tmp/keys")"
-}
-keys_release() {
-	if [ -n "$keys_holder" ]; then
-		kill "$keys_holder" 2> /dev/null
-		wait "$keys_holder"
-	fi
-	[ -z "$keys_mounted" ] || umount /sys/kernel/tracing
-	keys_holder='' keys_mounted=''
-}
 
 mark="tsc_freq_khz selftests start $$.$RANDOM"
 root=0
