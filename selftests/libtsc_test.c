@@ -6,6 +6,7 @@
  * module loaded and once without (run_tests.sh does): each run tests the
  * case it finds and skips the other.
  */
+#include <errno.h>
 #include <grp.h>
 #include <math.h>
 #include <sys/wait.h>
@@ -249,7 +250,7 @@ TEST(calibration_error_bar_covers_the_truth)
 {
 	struct tsc_freq truth, f;
 	double truth_ppm, worst = 0, claims = 0;
-	unsigned int covered = 0, runs = 60;
+	unsigned int covered = 0, runs = 60, again = 0;
 	uint64_t khz;
 
 	if (access(TSC_DIR, F_OK))
@@ -263,18 +264,27 @@ TEST(calibration_error_bar_covers_the_truth)
 		truth_ppm = truth.precision_ppm;
 	}
 	for (unsigned int i = 0; i < runs; i++) {
+		int ret, tries = 1;
 		double err;
 
-		ASSERT_EQ(0, tsc_freq_calibrate(&f, 0.001, 20)) TH_LOG("%s", tsc_last_error());
+		/*
+		 * EAGAIN makes no claim, and says to try again: 20 ms of an
+		 * hpet that TCG emulates are 200 samples, most of them wider
+		 * than twice the narrowest now and then (48 good of 192 seen,
+		 * 6.1 guest, 2 CPUs).  Five in a row is no chance.
+		 */
+		while ((ret = tsc_freq_calibrate(&f, 0.001, 20)) == -EAGAIN && tries++ < 5)
+			again++;
+		ASSERT_EQ(0, ret) TH_LOG("%d tries: %s", tries, tsc_last_error());
 		err = fabs(tsc_freq_diff_ppm(&f, &truth));
 		covered += err <= f.precision_ppm + truth_ppm;
 		claims += f.precision_ppm;
 		if (err > worst)
 			worst = err;
 	}
-	TH_LOG("clocksource %s: %u of %u within their claim (mean claim +-%.3f ppm, worst error %.3f ppm; truth %.0f Hz +-%.3f ppm)",
+	TH_LOG("clocksource %s: %u of %u within their claim (mean claim +-%.3f ppm, worst error %.3f ppm; truth %.0f Hz +-%.3f ppm); %u tried again (EAGAIN)",
 	       clocksource_is_tsc() ? "tsc" : "not tsc", covered, runs, claims / runs, worst,
-	       truth.hz, truth_ppm);
+	       truth.hz, truth_ppm, again);
 	EXPECT_LE(53u, covered);
 }
 
