@@ -49,6 +49,7 @@
 
 #include "libtsc.h"
 #include "no_page_root.h"
+#include "page_syncs.h"
 
 #define CONVERGED_NS	20000
 #define SLEW_BOUND_NS	2000000
@@ -63,8 +64,6 @@
 #define LATE_SYNC_NS	1100000000LL
 #define HORIZON_SYNCS	4		/* the intervals the library's horizon spans */
 #define MIN_JUDGED	2		/* of the four phases whose rate changes */
-/* Segments this close together are one sync's (new_segment() publishing again). */
-#define SAME_SYNC_NS	100000000LL
 
 static const clockid_t ids[] = { CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME };
 
@@ -127,26 +126,10 @@ static struct {
 	int64_t gaps[HORIZON_SYNCS];
 } syncs;
 
-/*
- * The page's cycle_last, where a sync starts its segment; 0 while the
- * page is being rewritten (it is odd then, or its seq moved on).  The
- * helper swaps pages and never writes the one the readers hold, so a
- * seq that reads even and the same around it is the segment's.
- */
-static uint64_t segment_start(const struct tsc_sysclock *c)
-{
-	const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_ACQUIRE);
-	uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
-	uint64_t t = p->cycle_last;
-
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return (seq & 1) || __atomic_load_n(&p->seq, __ATOMIC_RELAXED) != seq ? 0 : t;
-}
-
 /* A sync since the last look: counted, its interval kept. */
 static void see_syncs(struct result *r, const struct tsc_sysclock *disc)
 {
-	uint64_t t = segment_start(disc);
+	uint64_t t = page_segment_start(disc);
 	int64_t gap;
 
 	if (!t || t == syncs.last_t)
@@ -309,7 +292,7 @@ int main(int argc, char **argv)
 		}
 		syncs.ns_per_tick = 1e12 / (double)millihz;
 		for (int tries = 0; tries < 1000 && !syncs.last_t; tries++)
-			syncs.last_t = segment_start(&disc);
+			syncs.last_t = page_segment_start(&disc);
 		if (!syncs.last_t) {
 			fprintf(stderr, "clock_accuracy: the disciplined clock's page never read even\n");
 			return 1;

@@ -23,7 +23,7 @@ $(COV)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(INCLUDES) $(WARN) -O0 -g --coverage -pthread -DTSC__TEST_HOOKS -c -o $@ $<
 
-$(COV)/%_test: tests/%_test.c tests/fake_sysfs.h ../selftests/harness.h tests/gcov_flush.c $(COV_OBJS) $(HDRS) \
+$(COV)/%_test: tests/%_test.c tests/fake_sysfs.h ../selftests/harness.h ../bench/page_syncs.h tests/gcov_flush.c $(COV_OBJS) $(HDRS) \
 		$(TOOL_HDRS) $$(call test_srcs,$$*_test)
 	$(CC) $(INCLUDES) -std=gnu11 -Wall -Wextra -Werror -O1 -g -pthread \
 		-isystem $(KSFT_INC) -o $@ $< tests/gcov_flush.c $(call test_srcs,$*_test) $(COV_OBJS) \

@@ -11,20 +11,7 @@
 
 #include "fake_sysfs.h"
 #include "internal.h"
-
-/* A segment started this soon after another is the same sync's (new_segment() again). */
-#define SAME_SYNC_NS	100000000.0
-
-/* The page's cycle_last, or 0 while it is being rewritten. */
-static uint64_t segment_start(const struct tsc_sysclock *c)
-{
-	const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_ACQUIRE);
-	uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
-	uint64_t t = p->cycle_last;
-
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return (seq & 1) || __atomic_load_n(&p->seq, __ATOMIC_RELAXED) != seq ? 0 : t;
-}
+#include "../../bench/page_syncs.h"
 
 /*
  * The start of the helper's next sync after the one at 'after', waiting
@@ -38,10 +25,10 @@ static uint64_t next_sync(const struct tsc_sysclock *c, uint64_t after, double n
 
 	*least = 1e9;
 	for (int i = 0; i < ms; i++) {
-		uint64_t t = segment_start(c), now = tsc_rdtsc_ordered();
+		uint64_t t = page_segment_start(c), now = tsc_rdtsc_ordered();
 		uint64_t bound = __atomic_load_n(&c->max_delta, __ATOMIC_ACQUIRE);
 
-		if (t && t != after && (double)(t - after) * ns_per_tick >= SAME_SYNC_NS)
+		if (t && t != after && (double)(t - after) * ns_per_tick >= (double)SAME_SYNC_NS)
 			return t;
 		if (t == after) {
 			double ahead = ((double)bound - (double)(now - t)) * ns_per_tick / 1e9;
@@ -74,7 +61,7 @@ FIXTURE_SETUP(retry)
 	ASSERT_EQ(0, tsc_sysclock_rate(&self->c, &millihz)) TH_LOG("%s", tsc_last_error());
 	self->ns_per_tick = 1e12 / (double)millihz;
 	/* Its first sync, a period after the start: the helper's rhythm from there. */
-	self->last = next_sync(&self->c, segment_start(&self->c), self->ns_per_tick, 3000, &least);
+	self->last = next_sync(&self->c, page_segment_start(&self->c), self->ns_per_tick, 3000, &least);
 	ASSERT_NE(0, self->last) TH_LOG("no sync of the helper's within 3 s");
 }
 
