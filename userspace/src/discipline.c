@@ -66,7 +66,7 @@
 
 __extension__ typedef unsigned __int128 u128;
 
-#define SYNC_PERIOD_MS	1000
+#define SYNC_PERIOD_NS	1000000000LL
 #define LEASE_NS	1000000000	/* the helper's page is read this long past a renewal */
 #define RENEW_MS	250
 #define RETRY_MS	10		/* a sync whose sample was too noisy, again (retry_ns()) */
@@ -547,12 +547,11 @@ static int arm_set_fd(int fd)
  */
 static int64_t retry_ns(unsigned int failed)
 {
-	const int64_t period = SYNC_PERIOD_MS * 1000000LL;
 	int64_t ns = RETRY_MS * 1000000LL;
 
-	while (--failed && ns < period)
+	while (--failed && ns < SYNC_PERIOD_NS)
 		ns *= 2;
-	return ns < period ? ns : period;
+	return ns < SYNC_PERIOD_NS ? ns : SYNC_PERIOD_NS;
 }
 
 /* How long to poll: RENEW_MS at most, until due at the least. */
@@ -567,9 +566,8 @@ static int poll_ms(int64_t due)
 
 static void *helper(void *arg)
 {
-	const int64_t period = SYNC_PERIOD_MS * 1000000LL;
 	struct tsc__discipline *d = arg;
-	int64_t due = tsc__ns_now(CLOCK_MONOTONIC) + period;	/* the next sync */
+	int64_t due = tsc__ns_now(CLOCK_MONOTONIC) + SYNC_PERIOD_NS;	/* the next sync */
 	unsigned int failed = 0;	/* syncs in a row whose sample was too noisy */
 	bool stale = false;		/* the clock set, or a resume, since the last sync */
 
@@ -608,7 +606,7 @@ static void *helper(void *arg)
 		}
 		failed = 0;
 		stale = false;
-		due = tsc__ns_now(CLOCK_MONOTONIC) + period;
+		due = tsc__ns_now(CLOCK_MONOTONIC) + SYNC_PERIOD_NS;
 	}
 	return NULL;
 }
