@@ -336,7 +336,7 @@ struct ahead {
 	const struct tsc_sysclock *s;
 	sem_t go;
 	atomic_bool stop;
-	unsigned long samples;
+	unsigned long samples, back;	/* back: readings below the one before */
 	int64_t most;		/* the furthest a reading was ahead of clock_gettime() after it */
 };
 
@@ -347,6 +347,7 @@ struct ahead {
 static void *sample_ahead(void *arg)
 {
 	struct ahead *a = arg;
+	int64_t last = 0;
 
 	while (sem_wait(&a->go))
 		;
@@ -356,50 +357,40 @@ static void *sample_ahead(void *arg)
 
 		if (v - b > a->most)
 			a->most = v - b;
+		if (v < last)
+			a->back++;
+		last = v;
 		a->samples++;
 	}
 	return NULL;
 }
 
 /*
- * A disciplined clock with its helper, across a suspend: no reading of its
- * MONOTONIC after the suspend is ahead of clock_gettime()'s by the time
- * asleep.  The helper's lease (a second) has lapsed by the time the tasks
- * thaw, after a suspend longer than that, so the readers take
- * clock_gettime() until the helper's sync, which the resume wakes at
- * once; a reader that took the page would read ahead by the time asleep
- * that MONOTONIC did not count (2.4 s here).  The clock is disciplined by
- * pointing it at a sysfs without the module's page.
- *
- * Allowed: the hold, and the clock's own error (microseconds).  Readers
- * past a page's bound are held at its value there while that is within
- * TSC__FLOOR_MAX_NS (10 ms) above the system's clock, and the sync starts
- * there: this reader, spinning from the resume through the 0.95 s the
- * thaw then takes (the RT throttle's share for the rest), meets that
- * window whenever the freeze came late enough after a renewal, and was
- * held 8.7, 9.5 and 10.0 ms ahead in three runs of four (Intel host,
- * 2026-11-28), less than 1.3 us ahead otherwise.  Here the TSC went past
- * the bound in the suspend, with nobody reading the page; but a starved
- * helper's page, whose readers were held at its bound, then a suspend,
- * looks the same to a reader and to the sync, and letting those go would
- * step the clock back under a reading already made (see the notes).
+ * A disciplined clock with its helper, across a suspend: its MONOTONIC
+ * never goes back, and is never ahead of clock_gettime()'s by more than
+ * the helper's lease (a second).  The TSC counts through the suspend here
+ * and MONOTONIC does not: a reader that took the page after it would read
+ * ahead by the time asleep (2.4 s here, without the lease).  With the
+ * lease, readers past it are held at the page's value at its end, and the
+ * helper's sync, which the resume wakes at once, holds the clock still
+ * there until the system's catches up: ahead by what was left of the
+ * lease when the system went to sleep, which the freeze may leave at up
+ * to a second.  The clock is disciplined by pointing it at a sysfs
+ * without the module's page.
  *
  * The reader must run after the thaw before the helper does, which on
  * this guest's one CPU takes a reader thawed first (the freezer thaws
  * threads in the order they were made: this one is made before the
  * clock's helper) that is SCHED_FIFO, as the library's users often are,
  * so that nothing runs beside it but in the scheduler's 5% for the rest.
- * Made after the helper, it read nothing ahead even without the lease:
- * the helper's sync came first.  Without the lease (the three-period
- * bound alone) this reader was 2.46 s ahead after 2.46 s asleep.
  */
-#define DISCIPLINED_ERROR_NS	11000000	/* the hold's 10 ms and 1 ms: far below a suspend */
+#define DISCIPLINED_HOLD_NS	1011000000	/* the lease, and the clock's own error */
 /* A sysfs root with no page (made on the guest's tmpfs), each directory in turn. */
 #define NO_PAGE_ROOT	"/tmp/suspend-no-page\0/tmp/suspend-no-page/devices\0" \
 			"/tmp/suspend-no-page/devices/system\0" \
 			"/tmp/suspend-no-page/devices/system/cpu\0"
 
-TEST_F(suspend, disciplined_never_ahead)
+TEST_F(suspend, disciplined_never_back)
 {
 	TSC_SYSCLOCK_OPTS(o, .sysfs_root = "/tmp/suspend-no-page",
 			  .discipline = TSC_DISCIPLINE_HELPER);
@@ -439,11 +430,12 @@ TEST_F(suspend, disciplined_never_ahead)
 	pthread_join(t, NULL);
 	sem_destroy(&a.go);
 	ASSERT_EQ(0, err) TH_LOG("%s: %s", step, strerror(-err));
-	TH_LOG("%lu samples over %.3f s, %.3f s asleep by BOOTTIME: the furthest ahead %lld ns",
+	TH_LOG("%lu samples over %.3f s, %.3f s asleep by BOOTTIME: %lu back, the furthest ahead %lld ns",
 	       a.samples, (double)(sysclock_sys(SYSCLOCK_MONO) - mono0) / 1e9,
-	       (double)(int64_t)(asleep_since_boot() - asleep0) / 1e9, (long long)a.most);
+	       (double)(int64_t)(asleep_since_boot() - asleep0) / 1e9, a.back, (long long)a.most);
 	EXPECT_LE(1000, a.samples);
-	EXPECT_GT(DISCIPLINED_ERROR_NS, a.most);
+	EXPECT_EQ(0, a.back);
+	EXPECT_GT(DISCIPLINED_HOLD_NS, a.most);
 	tsc_sysclock_fini(&s);
 }
 

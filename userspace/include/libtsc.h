@@ -286,6 +286,7 @@ enum tsc_sysclock_discipline {
 	TSC_DISCIPLINE_NONE = 0,	/* clock_gettime() instead */
 	TSC_DISCIPLINE_HELPER,		/* a thread of the library's syncs it */
 	TSC_DISCIPLINE_CALLER,		/* the caller calls tsc_sysclock_sync() */
+	TSC_DISCIPLINE_READERS,		/* its readers sync it in passing, no thread (1.3) */
 };
 
 struct tsc__discipline;
@@ -313,10 +314,12 @@ struct tsc_sysclock {
 	 * How many TSC ticks past the page's cycle_last a reading may be
 	 * (1.2): past it the page is stale, and the reading is
 	 * clock_gettime()'s (MONOTONIC and BOOTTIME held at the page's
-	 * value at the bound while that is up to 10 ms ahead).  The
-	 * kernel's page: its clocksource's max_cycles, as the vDSO bounds
-	 * itself; the library's disciplined one: three sync periods, and
-	 * with the helper a second past its last renewal (four a second).
+	 * value at the bound while that is ahead: the kernel's page up to
+	 * 10 ms).  The kernel's page: its clocksource's max_cycles, as the
+	 * vDSO bounds itself; the library's disciplined one: three sync
+	 * periods, with the helper a second past its last renewal (four a
+	 * second), synced by its readers a period (1.3), 0 for a page that
+	 * holds still after a suspend.
 	 * Below 2^63, so that a reading before cycle_last, whose
 	 * difference wraps, is past it too.
 	 * tsc_sysclock_init() sets it.
@@ -393,8 +396,9 @@ int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz);
 
 /*
  * A disciplined clock's sync, for TSC_DISCIPLINE_CALLER: call about once
- * a second, from one thread at a time.  0, -EAGAIN (the system's clocks
- * read too far apart to sample: again later), -EINVAL if not disciplined.
+ * a second, from any thread.  0, -EAGAIN (the system's clocks read too
+ * far apart to sample, or a reader is syncing it: again later), -EINVAL
+ * if not disciplined.
  */
 int tsc_sysclock_sync(struct tsc_sysclock *c);
 
@@ -634,7 +638,8 @@ static inline uint64_t tsc__rdtscp(void)
  * as the kernel counts it; one more than max_delta past it is not
  * extrapolated (a page nobody updates: a helper starved or gone with a
  * fork, a vCPU stopped for minutes) but clock_gettime()'s, held at the
- * page's value at the bound while that is up to 10 ms ahead
+ * page's value at the bound while that is ahead; so is one on the
+ * library's own page far before its cycle_last, a TSC reset by a resume
  * (tsc__sysclock_slow_bounded(); tsc_sysclock_init(3) says when not).
  */
 #define TSC__SYSCLOCK_REALTIME	0

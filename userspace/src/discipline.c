@@ -3,9 +3,11 @@
  * The disciplined system clock: where the kernel publishes no mapping
  * from the TSC to its clocks (the module absent, or a clocksource other
  * than the TSC), the library keeps one of its own, in the module's page
- * layout, so that the readers are the same code.  One thread re-syncs it
- * about once a second (the caller's, through tsc_sysclock_sync(), or a
- * helper the library starts), and slews it onto the system's clocks.
+ * layout, so that the readers are the same code.  It is re-synced about
+ * once a second, and slewed onto the system's clocks, by one of three:
+ * the caller, through tsc_sysclock_sync(); a helper thread the library
+ * starts; or its own readers, the first of whom to find it due syncs it
+ * in passing (TSC_DISCIPLINE_READERS, no thread at all).
  *
  * CLOCK_MONOTONIC is the one disciplined: its rate is what the system's
  * MONOTONIC did against the TSC since the last sync (NTP's slewing
@@ -18,27 +20,46 @@
  * in steps (settimeofday(), leap seconds; suspend), so the library takes
  * them as they are at each sync, each on its own: they step when the
  * system's did.  The rule for MONOTONIC itself, which the kernel never
- * steps: behind by more than STEP_NS (a TSC reset by a suspend, a sync
- * long overdue) it jumps forward to the system's; ahead by more, it steps
- * back only if BOOTTIME's offset jumped in the same sync (a suspend that
- * the TSC counted and MONOTONIC did not), and is slewed otherwise.  Steps
- * change the generation.
+ * steps: behind by more than STEP_NS (a sync long overdue) it jumps
+ * forward to the system's; ahead by more after a suspend (which the TSC
+ * counted and MONOTONIC did not), it holds still until the system's
+ * catches up (a hold page, below); ahead by more otherwise, it is slewed.
+ * Steps and holds change the generation.
+ *
+ * A TSC that reads below the segment's start (by more than SKEW_NS, more
+ * than CPUs' TSCs differ by) was reset, as a resume from S3 does on bare
+ * metal: the page's arithmetic no longer applies, and its readers are
+ * held at the most any reader may have had from it (its value at its
+ * bound) until the next sync, which then holds or steps forward.
  *
  * A clock's pages are never freed: a reader on another thread may still
  * hold one (as the module's mappings are never unmapped).  fini and a
- * new init stop the helper first, then retire the block, both pages odd.
+ * new init stop the helper first, then retire the block, both pages odd
+ * and without TSC, so that a reader still holding one (a copy of the
+ * clock, say) reads clock_gettime() at once rather than waiting for a
+ * write that never ends.
  *
  * A page is read for three sync periods past its segment's start at most
- * (tsc__discipline_max_delta()), and with a helper for a second past the
- * helper's last renewal (renew()): a helper starved, a caller that
- * stopped syncing, a fork's child (which has no helper, and whose clocks
- * the fork handler sends to clock_gettime() at once) and a suspend longer
- * than that, all leave a page that nobody moves on, and extrapolating it
- * would add an error that grows with time (after a suspend, the time
- * asleep, which MONOTONIC does not count).  Past the bound the readers
- * read clock_gettime(), held at the page's value at the bound while that
- * is ahead (tsc__sysclock_slow_bounded()), so never back; and the sync
- * after it starts the clock again no lower than they read (sync_locked()).
+ * (tsc__discipline_max_delta()), with a helper for a second past the
+ * helper's last renewal (renew()), and synced by its readers for one
+ * period: a helper starved, a caller that stopped syncing, a fork's
+ * child (which has no helper, and whose clocks the fork handler sends to
+ * clock_gettime() at once) and a suspend longer than that, all leave a
+ * page that nobody moves on, and extrapolating it would add an error
+ * that grows with time (after a suspend, the time asleep, which
+ * MONOTONIC does not count).  Past the bound the readers read
+ * clock_gettime(), MONOTONIC and BOOTTIME held at the page's value at
+ * the bound while that is ahead (tsc__sysclock_slow_bounded()), so never
+ * back; and the sync after it starts the clock again no lower than they
+ * read (new_segment()).
+ *
+ * A hold page is the clock holding still: a page of rate 0, so that any
+ * reader reads its start, and of bound 0, so that every reader past its
+ * start takes the slow path, which gives REALTIME as clock_gettime()
+ * does and MONOTONIC and BOOTTIME no lower than the page's start, the
+ * most any reader had before.  (A reader that takes the new page with
+ * the old bound reads its start.)  The next sync is due when the
+ * system's MONOTONIC reaches it.
  *
  * The readers are given one of two pages and the writer fills the other,
  * then swaps: the page a reader holds is never odd while it is current
@@ -47,11 +68,17 @@
  * made odd, so that a reader still in it retries through the slow path,
  * which takes the current one.  See new_segment() for why no reader of
  * the old page sees more than a later reader of the new one.
+ *
+ * Where the readers find the page and its bound is a pair of slots: a
+ * struct tsc_sysclock's page and max_delta, or the front door's
+ * (front.c).  The library writes nothing else of the caller's.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +99,7 @@ __extension__ typedef unsigned __int128 u128;
 #define RETRY_MS	10		/* a sync whose sample was too noisy, again (retry_ns()) */
 #define CONVERGE_S	1.0		/* an error is slewed out over this */
 #define MAX_SLEW	1e-3		/* 1000 ppm: NTP slews at up to 500 */
-#define STEP_NS		10000000	/* MONOTONIC off by more: step */
+#define STEP_NS		10000000	/* MONOTONIC off by more: step, or hold */
 #define OFFSET_STEP_NS	10000		/* REALTIME, BOOTTIME offsets moved by more */
 #define FLOOR_SLACK_NS	2		/* two segments' roundings */
 #define LATE_READ_NS	1000		/* a reader's rdtsc after its seq check */
@@ -86,6 +113,11 @@ __extension__ typedef unsigned __int128 u128;
  * read where the clocksource is hpet or acpi_pm.
  */
 #define SAMPLE_MAX_NS	5000
+/*
+ * A single long interval between syncs counts at most this many times
+ * the longest before it in the page's bound (tsc__discipline_max_delta()).
+ */
+#define GAP_FACTOR	2
 
 /* MONOTONIC = v0 + (t - t0) * mult / 2^shift, from t0 on. */
 struct segment {
@@ -101,22 +133,38 @@ struct reader_page {
 struct tsc__discipline {
 	/* The readers' pages, alternately. */
 	struct reader_page pages[2];
-	struct tsc_sysclock *clock;
+	/* Where the readers find the page and its bound. */
+	const volatile struct tsc_timepage **page_slot;
+	uint64_t *bound_slot;
+	enum tsc_sysclock_discipline mode;
 	unsigned int cur;		/* the page the readers are given */
 	uint32_t generation;
 	struct segment seg;		/* the one on that page */
 	bool have_seg;
+	bool hold;			/* that page holds still (bound 0) */
 	uint64_t bound_t;		/* the TSC past which readers leave the page */
 	bool lapsed;			/* readers may have left it before a renewal */
 	int64_t real_d, boot_d;		/* REALTIME, BOOTTIME minus MONOTONIC */
+	/* A hold's: the system's offsets now, and BOOTTIME's as readers had it. */
+	int64_t hold_real_d, hold_boot_d, hold_boot_had;
 	double ns_per_tick;		/* the system's MONOTONIC, lately */
 	uint64_t max_width;		/* the widest sample used */
+	uint64_t fail_width;		/* the narrowest of the last sync that failed */
 	uint64_t last_t, last_mono;	/* the last sample */
 	uint64_t sync_mono;		/* MONOTONIC at the last sync */
+	int64_t next_ns;		/* MONOTONIC when the next sync is due */
 	uint64_t intervals[TSC__DISCIPLINE_INTERVALS];	/* the last ones between syncs */
-	pthread_mutex_t lock;		/* one sync at a time */
+	pthread_mutex_t lock;		/* one sync at a time: the helper's, the caller's */
+	/* Synced by its readers: the one syncing, and the TSC before which none tries. */
+	int busy;
+	bool forked_busy;		/* taken around a fork() */
+	uint64_t due_t;
+	uint64_t t0_pub;		/* the current page's start, for its readers */
+	uint64_t skew_ticks;		/* TSC__SKEW_NS: a TSC further below t0 was reset */
+	unsigned int failed;		/* syncs in a row whose sample was too noisy */
 	bool unusable;			/* the kernel withdrew tsc since */
-	char root[256];			/* sysfs, for the kernel's word on tsc */
+	char root[256];			/* sysfs, for the housekeeping CPUs */
+	char avail[320];		/* its available_clocksource, for the kernel's word on tsc */
 	/* The helper, if asked for; pid: a fork's child has none. */
 	bool helper;
 	bool leased;			/* readers held to LEASE_NS: a helper renews */
@@ -204,6 +252,12 @@ static uint64_t seg_at(const struct segment *g, uint64_t t)
 	return g->v0 + (uint64_t)(x >> g->shift);
 }
 
+/* ns in ticks, at the system's rate (a hold's segment has none). */
+static uint64_t ticks_of(const struct tsc__discipline *d, double ns)
+{
+	return (uint64_t)(ns / d->ns_per_tick);
+}
+
 /* Fill the page the readers are not given (odd meanwhile). */
 static void fill(struct tsc__discipline *d)
 {
@@ -229,16 +283,12 @@ static void fill(struct tsc__discipline *d)
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	tscfk_clock_page_fill(p, &s);	/* shift is 1..32: cannot fail */
 	p->version = TSCFK_CLOCK_PAGE_VERSION;
-	p->flags = TSCFK_CLOCK_TSC;
+	p->flags = TSCFK_CLOCK_TSC | TSC__TIMEPAGE_OWN;
 	p->generation = d->generation;
-	p->max_cycles = tsc__discipline_max_delta(d->intervals, ldexp(g->mult, -(int)g->shift));
+	/* A hold is read at its start and no further. */
+	p->max_cycles = d->hold ? 0 : tsc__discipline_max_delta(d->intervals,
+								  ldexp(g->mult, -(int)g->shift));
 	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELEASE);
-}
-
-/* LEASE_NS in ticks of the current segment. */
-static uint64_t lease_ticks(const struct tsc__discipline *d)
-{
-	return (uint64_t)(LEASE_NS / ldexp(d->seg.mult, -(int)d->seg.shift));
 }
 
 /* The writer's TSC after everything it stored before: fence, then lfence (AMD too). */
@@ -248,35 +298,81 @@ static uint64_t tsc_after_stores(void)
 	return tsc_rdtsc_ordered();
 }
 
-/* Give the readers the filled page; leave the old one odd.  The TSC after. */
+/*
+ * A page the readers no longer use, or may not use: odd, and without
+ * TSC, so that a reader still holding it goes to the slow path, and one
+ * that holds nothing newer (a copy of the clock) to clock_gettime(),
+ * rather than waiting for a write.  fill() gives it TSC again.
+ */
+static void leave(struct tscfk_clock_page *p)
+{
+	uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&p->seq, seq | 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->flags, (uint16_t)(p->flags & ~TSCFK_CLOCK_TSC), __ATOMIC_RELEASE);
+}
+
+/*
+ * How far past its start the readers may read the page now filled: its
+ * own max_cycles (0 for a hold); synced by its readers, one period, past
+ * which the first of them syncs; with a helper, the lease.
+ */
+static uint64_t page_bound(const struct tsc__discipline *d)
+{
+	uint64_t bound = d->pages[!d->cur].p.max_cycles, b;
+
+	if (d->mode == TSC_DISCIPLINE_READERS) {
+		b = ticks_of(d, (double)SYNC_PERIOD_NS);
+		bound = b < bound ? b : bound;
+	}
+	if (d->leased) {
+		b = ticks_of(d, LEASE_NS);	/* the segment starts now */
+		bound = b < bound ? b : bound;
+	}
+	return bound;
+}
+
+/* Give the readers the filled page; leave the old one.  The TSC after. */
 static uint64_t swap(struct tsc__discipline *d)
 {
 	struct tscfk_clock_page *p = &d->pages[!d->cur].p, *old = &d->pages[d->cur].p;
-	uint64_t bound = p->max_cycles, lease = lease_ticks(d);
+	uint64_t bound = page_bound(d);
 
-	if (d->leased && lease < bound)
-		bound = lease;		/* the segment starts now */
 	/*
 	 * The page, the old one odd, then the bound (see
 	 * tsc__sysclock_slow_bounded()): a fast reader still holding the
 	 * old page that loads the new bound, longer, finds that page odd
 	 * and takes the slow path, rather than reading it past its own.
 	 */
-	__atomic_store_n(&d->clock->page, (const volatile struct tsc_timepage *)p,
-			 __ATOMIC_RELEASE);
+	__atomic_store_n(d->page_slot, (const volatile struct tsc_timepage *)p, __ATOMIC_RELEASE);
 	d->cur = !d->cur;
-	__atomic_store_n(&old->seq, __atomic_load_n(&old->seq, __ATOMIC_RELAXED) | 1,
-			 __ATOMIC_RELEASE);
-	__atomic_store_n(&d->clock->max_delta, bound, __ATOMIC_RELEASE);
+	leave(old);
+	__atomic_store_n(d->bound_slot, bound, __ATOMIC_RELEASE);
 	d->bound_t = d->seg.t0 + bound;
+	__atomic_store_n(&d->t0_pub, d->seg.t0, __ATOMIC_RELEASE);
 	d->lapsed = false;
 	return tsc_after_stores();
 }
 
 /*
+ * A hold's offsets, its start lead ns ahead of the system's MONOTONIC:
+ * REALTIME there the system's (it is never held), BOOTTIME the system's
+ * or what readers had from the page before, if more.
+ */
+static void hold_offsets(struct tsc__discipline *d, int64_t lead)
+{
+	int64_t boot = d->hold_boot_d - lead;
+
+	d->real_d = d->hold_real_d - lead;
+	d->boot_d = boot > d->hold_boot_had ? boot : d->hold_boot_had;
+}
+
+/*
  * A new segment at rate ns_per_tick from now on, starting where the old
  * one is now, or (a step) at the system's MONOTONIC, sys_ns at TSC sys_t;
- * published.
+ * and no lower than floor.  A hold page if hold: the readers read it at
+ * its start, clock_gettime() past it, and MONOTONIC and BOOTTIME never
+ * below its start.  Published.
  *
  * Readers go on reading the old page until the swap, and a late one a
  * little after (done: the writer's TSC once the old page is marked).  So
@@ -285,16 +381,21 @@ static uint64_t swap(struct tsc__discipline *d)
  * segment gains over HORIZON_NS, which covers the writer's own time; a
  * writer that took longer than that (preempted) before the swap builds
  * the segment again from later, and one delayed between the swap and the
- * mark publishes once more from the later of the two.
+ * mark publishes once more from the later of the two.  A hold, which
+ * does not advance, starts where the old segment is at the end of that
+ * horizon.
  *
- * A reader past the old page's bound before the swap (and a late one)
- * read clock_gettime(), which may be above the old segment: then the
- * new one starts no lower than the system's, sys_ns at sys_t (the
- * sample's MONOTONIC plus its width: above what any clock_gettime()
- * before the sample gave), a step forward, in a new generation.
+ * The old page is read to its bound and no further: readers past it read
+ * clock_gettime(), MONOTONIC and BOOTTIME held at the old page's value at
+ * the bound (tsc__sysclock_slow_bounded()).  Where any may have passed it
+ * before the swap (the sync near or past the bound, or the lease lapsed),
+ * the new segment starts no lower than that value, nor than the system's,
+ * sys_ns at sys_t (the sample's MONOTONIC plus its width: above what any
+ * clock_gettime() before the sample gave); the latter a step forward, in
+ * a new generation.
  */
 static void new_segment(struct tsc__discipline *d, double ns_per_tick, bool step,
-			uint64_t sys_t, uint64_t sys_ns)
+			uint64_t sys_t, uint64_t sys_ns, uint64_t floor, bool hold)
 {
 	uint64_t horizon = (uint64_t)(HORIZON_NS / ns_per_tick);
 	uint64_t late = (uint64_t)(LATE_READ_NS / ns_per_tick);
@@ -305,23 +406,39 @@ static void new_segment(struct tsc__discipline *d, double ns_per_tick, bool step
 	for (int tries = 0; tries < 8; tries++) {
 		uint64_t t0 = tsc_rdtsc_ordered(), v0, done;
 		uint64_t sys = sys_ns + (uint64_t)llround((double)(int64_t)(t0 - sys_t) * ns_per_tick);
+		uint64_t held = seg_at(&old, bound_t) + FLOOR_SLACK_NS;
 
 		if (!had) {
 			v0 = sys;
+		} else if (t0 >= bound_t) {
+			v0 = held;	/* nobody reads the old page here: held at its bound */
+		} else if (hold) {
+			uint64_t end = t0 + horizon + late;
+
+			v0 = seg_at(&old, end < bound_t ? end : bound_t) + FLOOR_SLACK_NS;
 		} else {
 			double gain = ldexp(old.mult, -(int)old.shift) - ns_per_tick;
 
 			v0 = seg_at(&old, t0) + FLOOR_SLACK_NS +
 			     (gain > 0 ? (uint64_t)ceil(gain * (double)horizon) : 0);
-			if ((d->lapsed || t0 + horizon + late >= bound_t) && sys > v0) {
+		}
+		if (had && (d->lapsed || t0 + horizon + late >= bound_t)) {
+			v0 = held > v0 ? held : v0;
+			if (sys > v0) {
 				v0 = sys;
 				if (!forward)
 					d->generation++;
 				forward = true;
 			}
 		}
+		v0 = floor > v0 ? floor : v0;
+		if (hold)
+			hold_offsets(d, (int64_t)(v0 - sys));
 		d->seg = segment(t0, v0, ns_per_tick);
+		if (hold)
+			d->seg.mult = 0;	/* read anywhere, it is its start */
 		d->have_seg = true;
+		d->hold = hold;
 		fill(d);
 		if (had && tsc_after_stores() + late > t0 + horizon)
 			continue;	/* preempted before the swap: again */
@@ -330,17 +447,46 @@ static void new_segment(struct tsc__discipline *d, double ns_per_tick, bool step
 		    seg_at(&old, done + late) < seg_at(&d->seg, done + late))
 			return;
 		/* Preempted after it: again from the later of the two. */
-		old = seg_at(&old, done + late) > seg_at(&d->seg, done + late) ? old : d->seg;
+		if (seg_at(&old, done + late) <= seg_at(&d->seg, done + late))
+			old = d->seg;
 	}
 	/* Never this slow eight times over: the last one stands. */
 }
 
 /* The kernel withdrew tsc as a clocksource: readers to clock_gettime(). */
-static int withdraw(struct tsc__discipline *d)
+static void withdraw(struct tsc__discipline *d)
 {
 	d->unusable = true;
-	__atomic_store_n(&d->clock->page, &tsc__syscall_page, __ATOMIC_RELEASE);
-	return tsc__fail(-ENODEV, "the kernel no longer offers tsc as a clocksource: the clock reads clock_gettime() now");
+	__atomic_store_n(d->page_slot, &tsc__syscall_page, __ATOMIC_RELEASE);
+}
+
+/*
+ * Whether the kernel offers tsc as a clocksource: 1, 0, -1 if it cannot
+ * be told.  Safe in a signal handler (readers sync): system calls only.
+ */
+static int tsc_offered(const struct tsc__discipline *d)
+{
+	char buf[256];
+	ssize_t n;
+	int fd = open(d->avail, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* A list of names, each followed by a space or a newline. */
+	for (const char *w = buf; *w; ) {
+		size_t len = strcspn(w, " \n");
+
+		if (len == 3 && !memcmp(w, "tsc", 3))
+			return 1;
+		w += len;
+		w += strspn(w, " \n");
+	}
+	return 0;
 }
 
 /*
@@ -367,13 +513,28 @@ double tsc__discipline_corr(int64_t err, uint64_t horizon)
 	return corr > MAX_SLEW ? MAX_SLEW : corr < -MAX_SLEW ? -MAX_SLEW : corr;
 }
 
+/*
+ * Three periods, the period the longest of the last intervals; each
+ * interval counted at most GAP_FACTOR times the longest before it (or
+ * CONVERGE_S), so that one long gap (a caller that paused for an hour)
+ * widens the bound twice over at most, not by its own length; a caller
+ * that syncs at a longer period from now on gets it in full from its
+ * second interval.
+ */
 uint64_t tsc__discipline_max_delta(const uint64_t *intervals, double ns_per_tick)
 {
-	double period = CONVERGE_S * 1e9;
+	double period = CONVERGE_S * 1e9, before = CONVERGE_S * 1e9;
 
-	for (int i = 0; i < TSC__DISCIPLINE_INTERVALS; i++)
-		if ((double)intervals[i] > period)
-			period = (double)intervals[i];
+	for (int i = TSC__DISCIPLINE_INTERVALS - 1; i >= 0; i--) {
+		double iv = (double)intervals[i];
+
+		if (iv > GAP_FACTOR * before)
+			iv = GAP_FACTOR * before;
+		if (iv > period)
+			period = iv;
+		if ((double)intervals[i] > before)
+			before = (double)intervals[i];
+	}
 	period = 3 * period / ns_per_tick;
 	/* Below 2^63: a reading before t0, which wraps, is past it too. */
 	return period < 0x1p62 ? (uint64_t)period : 1ull << 62;
@@ -392,34 +553,51 @@ uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval)
 	return longest;
 }
 
-static int sync_locked(struct tsc__discipline *d)
+/*
+ * One sync, its caller holding the block's lock (or, synced by its
+ * readers, busy): 0, or a negative errno, and *why (NULL for -EAGAIN,
+ * whose reason is fail_width).  Nothing here is unsafe in a signal
+ * handler: a reader may be in one.  next_ns says when the next is due.
+ */
+static int sync_core(struct tsc__discipline *d, const char **why)
 {
 	/* An offset read twice moves by up to the two samples' widths. */
 	const long long offset_step = OFFSET_STEP_NS > 2 * (long long)d->max_width ?
 				      OFFSET_STEP_NS : 2 * (long long)d->max_width;
-	bool gap, suspended, near, stepped = false;
-	uint64_t interval, horizon, above;
+	const int64_t boot_had = d->boot_d;
+	bool gap, suspended, reset, beyond, past, hold, stepped = false;
+	uint64_t interval, horizon, above, held;
 	double rate, corr;
 	struct sample s;
 	int64_t err;
 
-	if (d->unusable)
-		return tsc__fail(-ENODEV, "the kernel withdrew tsc as a clocksource: the clock reads clock_gettime()");
-	if (d->pid != getpid())
-		return tsc__fail(-EINVAL, "a disciplined clock of the parent process: initialise it again");
-	if (tsc__tsc_available(d->root) == 0)
-		return withdraw(d);
+	*why = NULL;
+	if (d->unusable) {
+		*why = "the kernel withdrew tsc as a clocksource: the clock reads clock_gettime()";
+		return -ENODEV;
+	}
+	if (d->pid != getpid()) {
+		*why = "a disciplined clock of the parent process: initialise it again";
+		return -EINVAL;
+	}
+	if (tsc_offered(d) == 0) {
+		withdraw(d);
+		*why = "the kernel no longer offers tsc as a clocksource: the clock reads clock_gettime() now";
+		return -ENODEV;
+	}
 	take_sample(&s, d->ns_per_tick);
-	if (s.width > d->max_width)
-		return tsc__fail(-EAGAIN, "sync: the system's clocks read %llu ns apart at best, over %llu ns: try again",
-				 (unsigned long long)s.width, (unsigned long long)d->max_width);
+	if (s.width > d->max_width) {
+		d->fail_width = s.width;
+		return -EAGAIN;
+	}
 	/*
 	 * The system's MONOTONIC against the TSC over half a second or
 	 * more; not across a suspend (MONOTONIC stood still, or the TSC
 	 * was reset), which only moves the starting point on.
 	 */
 	suspended = llabs(s.boot_d - d->boot_d) > offset_step;
-	gap = s.t <= d->last_t || s.mono <= d->last_mono || suspended;
+	reset = s.t + d->skew_ticks < d->seg.t0;
+	gap = s.t <= d->last_t || s.mono <= d->last_mono || suspended || reset;
 	if (!gap && s.mono - d->last_mono >= 500000000)
 		d->ns_per_tick = (double)(s.mono - d->last_mono) / (double)(s.t - d->last_t);
 	if (gap || s.mono - d->last_mono >= 500000000) {
@@ -436,104 +614,69 @@ static int sync_locked(struct tsc__discipline *d)
 		d->boot_d = s.boot_d;
 		stepped = true;
 	}
-	err = (int64_t)(seg_at(&d->seg, s.t) - s.mono);
 	interval = gap ? 0 : s.mono - d->sync_mono;
 	d->sync_mono = s.mono;
+	d->next_ns = (int64_t)s.mono + SYNC_PERIOD_NS;
 	/* Learnt whatever this sync does: the next page's bound follows it. */
 	horizon = tsc__discipline_horizon(d->intervals, interval);
 	/*
-	 * Near or past its bound, readers may leave the page for
-	 * clock_gettime() before the swap: the new page starts no lower than
-	 * the system's clocks, above by the sample's width (new_segment()),
-	 * with the offsets as sampled now; and a step back after a suspend
-	 * no lower than the page's value at its bound, where the readers
-	 * were held if that was within TSC__FLOOR_MAX_NS of the system's.
+	 * Beyond the page (past its bound, a hold, or a TSC reset below its
+	 * start), readers read clock_gettime() held at the page's value at
+	 * the bound: that is the clock now, or the system's if above.  Near
+	 * the bound, readers may leave the page before the swap: the new
+	 * page starts no lower than the system's clocks, above by the
+	 * sample's width (new_segment()), with the offsets as sampled now.
 	 */
-	near = d->lapsed || s.t + (uint64_t)(NEAR_BOUND_NS / rate) >= d->bound_t;
+	beyond = reset || d->hold || s.t >= d->bound_t;
+	past = beyond || d->lapsed || s.t + (uint64_t)(NEAR_BOUND_NS / rate) >= d->bound_t;
+	held = seg_at(&d->seg, d->bound_t) + FLOOR_SLACK_NS;
 	above = s.mono + s.width + FLOOR_SLACK_NS;
-	if (near) {
+	if (past) {
 		d->real_d = s.real_d;
 		d->boot_d = s.boot_d;
 	}
-	if (err < -STEP_NS || (err > STEP_NS && suspended)) {
-		uint64_t from = near ? above : s.mono, held = seg_at(&d->seg, d->bound_t);
-
-		if (near && held > from && held - from <= TSC__FLOOR_MAX_NS)
-			from = held + FLOOR_SLACK_NS;
+	if (beyond)
+		err = held > s.mono ? (int64_t)(held - s.mono) : 0;
+	else
+		err = (int64_t)(seg_at(&d->seg, s.t) - s.mono);
+	/*
+	 * Ahead by more than a step after a suspend (which the TSC counted
+	 * and MONOTONIC did not, or a reset): readers may have had it, so
+	 * the clock holds still until the system's catches up, rather than
+	 * going back.
+	 */
+	hold = (suspended || reset) && err > STEP_NS;
+	if (hold) {
+		d->hold_real_d = s.real_d;
+		d->hold_boot_d = s.boot_d;
+		d->hold_boot_had = boot_had;
+	}
+	if (hold || reset || err < -STEP_NS) {
 		d->generation++;
-		new_segment(d, rate, true, s.t, from);
+		new_segment(d, rate, reset || !hold, s.t, past ? above : s.mono,
+			    past ? held : 0, hold);
+		if (hold)
+			d->next_ns = (int64_t)d->seg.v0;
 		return 0;
 	}
 	if (stepped)
 		d->generation++;
 	corr = tsc__discipline_corr(err, horizon);
-	new_segment(d, rate * (1 + corr), false, s.t, above);
+	new_segment(d, rate * (1 + corr), false, s.t, above, 0, false);
 	return 0;
 }
 
-int tsc__discipline_sync(struct tsc__discipline *d)
+/* sync_core(), its reason for tsc_last_error(). */
+static int sync_locked(struct tsc__discipline *d)
 {
-	int ret;
+	const char *why;
+	int err = sync_core(d, &why);
 
-	/* A fork's child may hold the lock as the parent's helper left it. */
-	if (d->pid != getpid())
-		return tsc__fail(-EINVAL, "a disciplined clock of the parent process: initialise it again");
-	pthread_mutex_lock(&d->lock);
-	ret = sync_locked(d);
-	pthread_mutex_unlock(&d->lock);
-	return ret;
-}
-
-/*
- * The helper's lease on the page: readers extrapolate it LEASE_NS past the
- * helper's last renewal at most, rather than three sync periods past its
- * start.  A suspend that the TSC counts through freezes the helper with
- * every other task, and MONOTONIC does not count it: after one longer than
- * the lease, every reader reads clock_gettime() until the helper's sync,
- * which the resume wakes at once, instead of reading ahead by the time
- * asleep.  A shorter suspend no reader can see.  A helper starved for a
- * second is caught the same way.  Never past the segment's own bound,
- * three periods, which holds while syncs keep failing.
- *
- * A lease that ended, or ends within RENEW_MARGIN_NS, is not renewed:
- * readers past it read clock_gettime(), and a longer bound would take
- * them back to the page, below what they read.  The sync ends it.  One
- * found to have ended while the renewal was stored all the same (the
- * helper stalled between its check and its store) marks the page lapsed
- * and syncs at once, a step forward if the page is behind: true if that
- * sync was made.
- */
-static bool renew(struct tsc__discipline *d)
-{
-	bool synced = false;
-
-	pthread_mutex_lock(&d->lock);
-	if (d->leased && d->have_seg && !d->unusable) {
-		const struct tscfk_clock_page *p = &d->pages[d->cur].p;
-		uint64_t now = tsc_rdtsc_ordered(), was = d->bound_t;
-		uint64_t lease = now - d->seg.t0 + lease_ticks(d);
-		uint64_t margin = (uint64_t)(RENEW_MARGIN_NS / ldexp(d->seg.mult, -(int)d->seg.shift));
-
-		if (now + margin < was) {
-			lease = lease < p->max_cycles ? lease : p->max_cycles;
-			__atomic_store_n(&d->clock->max_delta, lease, __ATOMIC_RELEASE);
-			d->bound_t = d->seg.t0 + lease;
-			if (tsc_after_stores() >= was) {
-				d->lapsed = true;
-				synced = sync_locked(d) == 0;
-			}
-		}
-	}
-	pthread_mutex_unlock(&d->lock);
-	return synced;
-}
-
-/* A CANCEL_ON_SET timer: readable (ECANCELED) when the clock is set or the system resumes. */
-static int arm_set_fd(int fd)
-{
-	struct itimerspec far = { .it_value = { .tv_sec = (time_t)1 << 40 } };
-
-	return timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &far, NULL);
+	if (err == -EAGAIN)
+		return tsc__fail(-EAGAIN, "sync: the system's clocks read %llu ns apart at best, over %llu ns: try again",
+				 (unsigned long long)d->fail_width,
+				 (unsigned long long)d->max_width);
+	return err ? tsc__fail(err, "%s", why) : 0;
 }
 
 /*
@@ -554,6 +697,140 @@ static int64_t retry_ns(unsigned int failed)
 	return ns < SYNC_PERIOD_NS ? ns : SYNC_PERIOD_NS;
 }
 
+/* Take busy, a readers' clock's sync: false if another has it. */
+static bool take_busy(struct tsc__discipline *d)
+{
+	int idle = 0;
+
+	return __atomic_compare_exchange_n(&d->busy, &idle, 1, false, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED);
+}
+
+static void drop_busy(struct tsc__discipline *d)
+{
+	__atomic_store_n(&d->busy, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * A readers' clock, synced: when the next is due (the TSC), from how
+ * this one went.
+ */
+static void readers_synced(struct tsc__discipline *d, int err)
+{
+	int64_t in = err == -EAGAIN ? retry_ns(++d->failed) :
+		     d->next_ns - tsc__ns_now(CLOCK_MONOTONIC);
+
+	if (err != -EAGAIN)
+		d->failed = 0;
+	if (in < 0)
+		in = 0;
+	__atomic_store_n(&d->due_t, tsc_rdtsc_ordered() + ticks_of(d, (double)in),
+			 __ATOMIC_RELEASE);
+}
+
+int tsc__discipline_sync(struct tsc__discipline *d)
+{
+	int ret;
+
+	/* A fork's child may hold the lock as the parent's helper left it. */
+	if (d->pid != getpid())
+		return tsc__fail(-EINVAL, "a disciplined clock of the parent process: initialise it again");
+	if (d->mode == TSC_DISCIPLINE_READERS) {
+		if (!take_busy(d))
+			return tsc__fail(-EAGAIN, "a reader is syncing the clock: try again");
+		ret = sync_locked(d);
+		readers_synced(d, ret);
+		drop_busy(d);
+		return ret;
+	}
+	pthread_mutex_lock(&d->lock);
+	ret = sync_locked(d);
+	pthread_mutex_unlock(&d->lock);
+	return ret;
+}
+
+/*
+ * A reader of a clock its readers sync, at TSC reading t, past the page
+ * (tsc__sysclock_slow_bounded()): if a sync is due, or the TSC went back
+ * below the page (a reset), and no other reader is syncing, this one
+ * does, and the readers then read the new page.  Never waits: another
+ * reader's sync under way, or one not due, leaves the page as it is.
+ * Safe in a signal handler: the sync makes system calls and does
+ * arithmetic, and errno is left as it was.
+ */
+void tsc__discipline_poll(struct tsc__discipline *d, uint64_t t)
+{
+	const char *why;
+	int saved = errno;
+
+	if (d->mode != TSC_DISCIPLINE_READERS || __atomic_load_n(&d->unusable, __ATOMIC_RELAXED))
+		return;
+	if (t < __atomic_load_n(&d->due_t, __ATOMIC_ACQUIRE) &&
+	    t + d->skew_ticks >= __atomic_load_n(&d->t0_pub, __ATOMIC_ACQUIRE))
+		return;
+	if (d->pid != getpid() || !take_busy(d))
+		return;
+	if (!d->unusable)
+		readers_synced(d, sync_core(d, &why));
+	drop_busy(d);
+	errno = saved;
+}
+
+/*
+ * The helper's lease on the page: readers extrapolate it LEASE_NS past the
+ * helper's last renewal at most, rather than three sync periods past its
+ * start.  A suspend that the TSC counts through freezes the helper with
+ * every other task, and MONOTONIC does not count it: after one longer than
+ * the lease, every reader reads clock_gettime() (held at the page's value
+ * at the bound) until the helper's sync, which the resume wakes at once,
+ * instead of reading ahead by the time asleep; after a shorter one the
+ * readers may read ahead by it, and the sync holds the clock still until
+ * the system's catches up.  A helper starved for a second is caught the
+ * same way.  Never past the segment's own bound, three periods, which
+ * holds while syncs keep failing; never on a hold page, read at its
+ * start only.
+ *
+ * A lease that ended, or ends within RENEW_MARGIN_NS, is not renewed:
+ * readers past it read clock_gettime(), and a longer bound would take
+ * them back to the page, below what they read.  The sync ends it.  One
+ * found to have ended while the renewal was stored all the same (the
+ * helper stalled between its check and its store) marks the page lapsed
+ * and syncs at once, a step forward if the page is behind: true if that
+ * sync was made.
+ */
+static bool renew(struct tsc__discipline *d)
+{
+	bool synced = false;
+
+	pthread_mutex_lock(&d->lock);
+	if (d->leased && d->have_seg && !d->unusable && !d->hold) {
+		const struct tscfk_clock_page *p = &d->pages[d->cur].p;
+		uint64_t now = tsc_rdtsc_ordered(), was = d->bound_t;
+		uint64_t lease = now - d->seg.t0 + ticks_of(d, LEASE_NS);
+		uint64_t margin = ticks_of(d, RENEW_MARGIN_NS);
+
+		if (now + margin < was) {
+			lease = lease < p->max_cycles ? lease : p->max_cycles;
+			__atomic_store_n(d->bound_slot, lease, __ATOMIC_RELEASE);
+			d->bound_t = d->seg.t0 + lease;
+			if (tsc_after_stores() >= was) {
+				d->lapsed = true;
+				synced = sync_locked(d) == 0;
+			}
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	return synced;
+}
+
+/* A CANCEL_ON_SET timer: readable (ECANCELED) when the clock is set or the system resumes. */
+static int arm_set_fd(int fd)
+{
+	struct itimerspec far = { .it_value = { .tv_sec = (time_t)1 << 40 } };
+
+	return timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &far, NULL);
+}
+
 /* How long to poll: RENEW_MS at most, until due at the least. */
 static int poll_ms(int64_t due)
 {
@@ -562,6 +839,17 @@ static int poll_ms(int64_t due)
 	if (left <= 0)
 		return 0;
 	return left >= RENEW_MS * 1000000LL ? RENEW_MS : (int)((left + 999999) / 1000000);
+}
+
+/* When the sync just made says the next is due. */
+static int64_t next_due(struct tsc__discipline *d)
+{
+	int64_t next;
+
+	pthread_mutex_lock(&d->lock);
+	next = d->next_ns;
+	pthread_mutex_unlock(&d->lock);
+	return next;
 }
 
 static void *helper(void *arg)
@@ -606,7 +894,7 @@ static void *helper(void *arg)
 		}
 		failed = 0;
 		stale = false;
-		due = tsc__ns_now(CLOCK_MONOTONIC) + SYNC_PERIOD_NS;
+		due = next_due(d);
 	}
 	return NULL;
 }
@@ -715,7 +1003,8 @@ err_fds:
 
 /*
  * Retire a block: no sync publishes from it again, the readers are sent
- * to clock_gettime() and its pages made odd; kept, never freed.
+ * to clock_gettime() and its pages left (leave()); kept, never freed.  A
+ * reader's sync under way is waited for: it takes microseconds.
  */
 static void retire(struct tsc__discipline *d)
 {
@@ -724,12 +1013,16 @@ static void retire(struct tsc__discipline *d)
 
 	if (ours)
 		pthread_mutex_lock(&d->lock);
-	d->unusable = true;
-	if (__atomic_load_n(&d->clock->page, __ATOMIC_ACQUIRE) ==
+	while (ours && d->mode == TSC_DISCIPLINE_READERS && !take_busy(d))
+		sched_yield();
+	__atomic_store_n(&d->unusable, true, __ATOMIC_RELEASE);
+	if (__atomic_load_n(d->page_slot, __ATOMIC_ACQUIRE) ==
 	    (const volatile struct tsc_timepage *)&d->pages[d->cur].p)
-		__atomic_store_n(&d->clock->page, &tsc__syscall_page, __ATOMIC_RELEASE);
+		__atomic_store_n(d->page_slot, &tsc__syscall_page, __ATOMIC_RELEASE);
 	for (int i = 0; i < 2; i++)
-		__atomic_store_n(&d->pages[i].p.seq, d->pages[i].p.seq | 1, __ATOMIC_RELEASE);
+		leave(&d->pages[i].p);
+	if (ours && d->mode == TSC_DISCIPLINE_READERS)
+		drop_busy(d);
 	if (ours)
 		pthread_mutex_unlock(&d->lock);
 	pthread_mutex_lock(&blocks_lock);
@@ -744,40 +1037,81 @@ static void retire(struct tsc__discipline *d)
 	pthread_mutex_unlock(&blocks_lock);
 }
 
+/*
+ * Before fork(): every clock its readers sync is taken from them (a
+ * sync under way finishes first; one that does not within a second, a
+ * reader stopped in a sync, is let be), so that the child's copy of it
+ * is whole.  After it, the parent gives them back.
+ */
 void tsc__discipline_fork_lock(void)
 {
 	pthread_mutex_lock(&blocks_lock);
+	for (struct tsc__discipline *d = live; d; d = d->next) {
+		int64_t until = tsc__ns_now(CLOCK_MONOTONIC) + 1000000000;
+
+		d->forked_busy = false;
+		while (d->mode == TSC_DISCIPLINE_READERS && !d->unusable &&
+		       !(d->forked_busy = take_busy(d)) && tsc__ns_now(CLOCK_MONOTONIC) < until)
+			sched_yield();
+	}
 }
 
 void tsc__discipline_fork_unlock(void)
 {
+	for (struct tsc__discipline *d = live; d; d = d->next)
+		if (d->forked_busy)
+			drop_busy(d);
 	pthread_mutex_unlock(&blocks_lock);
 }
 
 /*
- * In a fork's child, the only thread: every live clock's pages lose TSC
- * and stay odd, so that its readers take clock_gettime() (page_begin()
- * waits only for a page that says TSC), until it is initialised again.
- * Written plainly: nothing else runs here, and no lock is taken that the
- * parent's helper may have held.
+ * Does the clock, a fork's child's copy, tell the child's MONOTONIC?  Its
+ * page within a step of clock_gettime()'s: not where the parent moved
+ * its children into a time namespace with other offsets.  A hold page
+ * cannot tell.
+ */
+static bool tells_our_clock(const struct tsc__discipline *d)
+{
+	int64_t sys = tsc__ns_now(CLOCK_MONOTONIC);
+	int64_t page = (int64_t)seg_at(&d->seg, tsc_rdtsc_ordered());
+
+	return !d->hold && llabs(page - sys) <= STEP_NS;
+}
+
+/*
+ * In a fork's child, the only thread: a clock its readers sync goes on
+ * there, its copy whole (tsc__discipline_fork_lock()), unless the child's
+ * clocks are not the parent's; every other clock's pages are left, so
+ * that its readers take clock_gettime() (page_begin() waits only for a
+ * page that says TSC), until it is initialised again, since the child
+ * has no helper and may not sync the parent's.  Written plainly: nothing
+ * else runs here, and no lock is taken that the parent's helper may have
+ * held.
  */
 void tsc__discipline_forked(void)
 {
 	for (struct tsc__discipline *d = live; d; d = d->next) {
-		d->unusable = true;
-		for (int i = 0; i < 2; i++) {
-			d->pages[i].p.flags = 0;
-			__atomic_store_n(&d->pages[i].p.seq, d->pages[i].p.seq | 1,
-					 __ATOMIC_RELEASE);
+		if (d->forked_busy && tells_our_clock(d)) {
+			d->pid = getpid();
+			pthread_mutex_init(&d->lock, NULL);
+			drop_busy(d);
+			continue;
 		}
+		d->unusable = true;
+		for (int i = 0; i < 2; i++)
+			leave(&d->pages[i].p);
 	}
 	pthread_mutex_unlock(&blocks_lock);
 }
 
-int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper, bool inherit)
+int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *root,
+			  enum tsc_sysclock_discipline mode, bool inherit,
+			  const struct tsc_freq *freq, char *why, size_t why_size,
+			  struct tsc__discipline **out)
 {
+	const bool with_helper = mode == TSC_DISCIPLINE_HELPER;
 	char where[256] = "";
-	TSC_OPTS(fo, .sysfs_root = root);
+	TSC_OPTS(fo, .sysfs_root = root, .calibrate_max_ms = 20);
 	struct tsc__discipline *d;
 	struct tsc_freq f;
 	struct sample s;
@@ -787,21 +1121,40 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 		return tsc__fail(-ENODEV, "the kernel does not offer tsc as a clocksource (it marked the TSC unstable, or never trusted it): no TSC clock is kept in step across CPUs");
 	if (strlen(root) >= sizeof(d->root))
 		return tsc__fail(-ENAMETOOLONG, "sysfs root %s: too long", root);
-	err = tsc_freq_get(&f, &fo);
-	if (err)
-		return err;
+	/*
+	 * A rate to start from: the syncs measure the system's, so a short
+	 * calibration (where no source states one) does, and keeps the
+	 * first read of a front door from waiting a second for a precise
+	 * one; a longer one where that finds too few good samples.
+	 */
+	if (freq) {
+		f = *freq;
+	} else {
+		err = tsc_freq_get(&f, &fo);
+		if (err == -EAGAIN) {
+			fo.calibrate_max_ms = 0;
+			err = tsc_freq_get(&f, &fo);
+		}
+		if (err)
+			return err;
+	}
 	d = aligned_alloc(64, (sizeof(*d) + 63) / 64 * 64);
 	if (!d)
 		return tsc__fail(-ENOMEM, "out of memory");
 	memset(d, 0, sizeof(*d));
-	d->clock = c;
+	d->page_slot = at->page;
+	d->bound_slot = at->bound;
+	d->mode = mode;
 	d->pid = getpid();
 	d->stop_fd = d->set_fd = -1;
 	snprintf(d->root, sizeof(d->root), "%s", root);
+	snprintf(d->avail, sizeof(d->avail),
+		 "%s/devices/system/clocksource/clocksource0/available_clocksource", root);
 	pthread_mutex_init(&d->lock, NULL);
 	/* Both pages odd until written: a stale pointer never reads zeros. */
 	d->pages[0].p.seq = d->pages[1].p.seq = 1;
 	d->ns_per_tick = 1e9 / f.hz;
+	d->skew_ticks = (uint64_t)(TSC__SKEW_NS / d->ns_per_tick);
 	/* The narrowest of many: how close the system's clocks can be read here. */
 	take_sample(&s, d->ns_per_tick);
 	for (int i = 0; i < 20; i++) {
@@ -821,28 +1174,32 @@ int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
 	d->last_t = s.t;
 	d->last_mono = s.mono;
 	d->sync_mono = s.mono;
+	d->next_ns = (int64_t)s.mono + SYNC_PERIOD_NS;
 	/* The first page on a lease already: the helper renews it from its start. */
-	d->leased = helper;
-	new_segment(d, d->ns_per_tick, true, s.t, s.mono);
-	if (helper) {
+	d->leased = with_helper;
+	/* Above any clock_gettime() before the sample: readers may have had one. */
+	new_segment(d, d->ns_per_tick, true, s.t, s.mono + s.width + FLOOR_SLACK_NS, 0, false);
+	d->due_t = d->bound_t;
+	if (with_helper) {
 		err = start_helper(d, inherit, where, sizeof(where));
 		if (err)
 			goto fail;
 	}
-	c->disc = d;
 	pthread_mutex_lock(&blocks_lock);
 	d->next = live;
 	live = d;
 	pthread_mutex_unlock(&blocks_lock);
-	snprintf(c->why, sizeof(c->why),
+	snprintf(why, why_size,
 		 "disciplined: the library's own mapping from the TSC (%.6f MHz from %s), slewed onto clock_gettime() %s%s",
 		 f.hz / 1e6, tsc_source_name(f.source),
-		 helper ? "about once a second by a thread of the library's, " :
+		 with_helper ? "about once a second by a thread of the library's, " :
+		 mode == TSC_DISCIPLINE_READERS ? "about once a second by its readers, no thread" :
 		 "at each tsc_sysclock_sync()", where);
+	*out = d;
 	return 0;
 fail:
 	retire(d);
-	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
+	__atomic_store_n(at->page, &tsc__syscall_page, __ATOMIC_RELEASE);
 	return err;
 }
 
@@ -865,10 +1222,38 @@ void tsc__discipline_stop(struct tsc__discipline *d)
 	retire(d);
 }
 
-int tsc__discipline_helper(const struct tsc_sysclock *c, pthread_t *thread)
+int tsc__discipline_thread(const struct tsc__discipline *d, pthread_t *thread)
 {
-	if (!c->disc || !c->disc->helper)
+	if (!d || !d->helper)
 		return -ENOENT;
-	*thread = c->disc->thread;
+	*thread = d->thread;
 	return 0;
 }
+
+#ifdef TSC__TEST_HOOKS
+/*
+ * What a resume shows the clock, for the unit tests, which cannot
+ * suspend: its page and state republished as if the TSC now read ticks
+ * less than it does (a TSC reset), and as if MONOTONIC had missed
+ * asleep_ns that the TSC counted (BOOTTIME and REALTIME counted them).
+ * The values readers get are the same as before, at the TSC shifted.
+ */
+void tsc__test_resume(struct tsc__discipline *d, uint64_t ticks, uint64_t asleep_ns)
+{
+	pthread_mutex_lock(&d->lock);
+	while (d->mode == TSC_DISCIPLINE_READERS && !take_busy(d))
+		sched_yield();
+	d->seg.t0 += ticks;
+	d->seg.v0 += asleep_ns;
+	d->real_d -= (int64_t)asleep_ns;
+	d->boot_d -= (int64_t)asleep_ns;
+	d->bound_t += ticks;
+	d->last_t += ticks;
+	d->due_t += ticks;
+	fill(d);
+	swap(d);
+	if (d->mode == TSC_DISCIPLINE_READERS)
+		drop_busy(d);
+	pthread_mutex_unlock(&d->lock);
+}
+#endif

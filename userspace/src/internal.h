@@ -66,16 +66,76 @@ extern const struct tsc_timepage tsc__syscall_page;
  */
 struct tscfk_clock_page;
 uint64_t tsc__page_max_delta(const volatile struct tscfk_clock_page *p);
+struct tsc__discipline;
 /*
- * A stale page's readers read clock_gettime(), held at the page's value
- * at its bound while that is ahead by up to this (its error); a page
- * further ahead counted a suspend: MONOTONIC steps back by more than
- * this only then, as the disciplined clock's own steps do.
+ * The readers' slow path, for a clock whose page, bound and TSC read are
+ * at these addresses, disciplined by d (NULL: not, or not by its
+ * readers): tsc__sysclock_slow_bounded()'s.
+ */
+uint64_t tsc__clock_slow(const volatile struct tsc_timepage *const *page,
+			 const uint64_t *bound, const uint32_t *use_rdtscp,
+			 struct tsc__discipline *d, int clock);
+/*
+ * A clock's fields: what its readers read (page, bound, use_rdtscp) and
+ * what the library keeps; a struct tsc_sysclock's own.
+ */
+struct tsc__clock_target {
+	const volatile struct tsc_timepage **page;
+	uint64_t *bound;
+	uint32_t *use_rdtscp;
+	enum tsc_sysclock_path *path;
+	char *why;
+	size_t why_size;
+	struct tsc__discipline **disc;
+};
+/* The clock reads clock_gettime(), its discipline (if any) stopped. */
+void tsc__clock_stop(const struct tsc__clock_target *t);
+/*
+ * Set a stopped clock up, as tsc_sysclock_init(3) says; a disciplined
+ * one at frequency freq (NULL: tsc_freq_get()'s).  0, or a negative
+ * errno and the reason.
+ */
+int tsc__clock_setup(const struct tsc__clock_target *t, const char *root,
+		     enum tsc_sysclock_discipline disc, enum tsc_sysclock_order order,
+		     bool inherit, const struct tsc_freq *freq);
+/*
+ * A stale kernel page's readers read clock_gettime(), held at the page's
+ * value at its bound while that is ahead by up to this: the kernel's page
+ * is the system's clock, and one further ahead only a TSC that jumped.
+ * The library's own pages hold their readers wherever the bound puts
+ * them (a second or a few ahead at most, by construction).
  */
 #define TSC__FLOOR_MAX_NS	10000000
+/*
+ * A flag of the library's own (disciplined) pages, beside the module's
+ * TSC and GONE in the page's flags; the module never sets it
+ * (common/tsc_clock_page.h).
+ */
+#define TSC__TIMEPAGE_OWN	0x8000
+/*
+ * A TSC reading more than this below an own page's cycle_last is not a
+ * CPU's TSC a little behind another's (the kernel keeps them within a
+ * few hundred ticks, or does not offer tsc at all) but a TSC that was
+ * reset, as a resume from S3 does on bare metal.
+ */
+#define TSC__SKEW_NS		1000000
+
 /* The disciplined system clock (discipline.c). */
-int tsc__discipline_start(struct tsc_sysclock *c, const char *root, bool helper,
-			  bool inherit);
+struct tsc__discipline;
+/* Where a disciplined clock's readers find its page and that page's bound. */
+struct tsc__discipline_slots {
+	const volatile struct tsc_timepage **page;
+	uint64_t *bound;
+};
+/*
+ * Start one, synced as mode says (not NONE), at the frequency freq (NULL:
+ * tsc_freq_get()'s on root); why gets what it is, in words.  0 and *out,
+ * or a negative errno and the reason.
+ */
+int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *root,
+			  enum tsc_sysclock_discipline mode, bool inherit,
+			  const struct tsc_freq *freq, char *why, size_t why_size,
+			  struct tsc__discipline **out);
 /*
  * The rate correction a sync applies for an error of err ns over a horizon
  * of horizon ns (0: none known), and that horizon: the longest of the last
@@ -90,14 +150,27 @@ uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval);
  * it): a disciplined clock's next this-many samples read too wide to use.
  */
 extern unsigned int tsc__test_wide_samples;
+/*
+ * And a resume, as a clock sees it: a TSC reset ticks below what it
+ * reads, and asleep_ns that the TSC counted and MONOTONIC did not.
+ */
+void tsc__test_resume(struct tsc__discipline *d, uint64_t ticks, uint64_t asleep_ns);
 /* The helper thread of a disciplined clock: 0, or -ENOENT if it has none. */
+int tsc__discipline_thread(const struct tsc__discipline *d, pthread_t *thread);
 int tsc__discipline_helper(const struct tsc_sysclock *c, pthread_t *thread);
 int tsc__discipline_sync(struct tsc__discipline *d);
+/*
+ * A reader past the page at TSC reading t: a clock synced by its readers
+ * syncs now if due and nobody else is (tsc__discipline_poll()).  Safe in
+ * a signal handler; errno kept.
+ */
+void tsc__discipline_poll(struct tsc__discipline *d, uint64_t t);
 void tsc__discipline_stop(struct tsc__discipline *d);
 /*
  * How many ticks past cycle_last the disciplined page is read: three sync
- * periods, the longest of intervals (ns; CONVERGE_S at least) taken as
- * the period, at ns_per_tick.
+ * periods, the period the longest of intervals (ns; CONVERGE_S at least),
+ * each interval counted at most twice the longest before it, at
+ * ns_per_tick.
  */
 uint64_t tsc__discipline_max_delta(const uint64_t *intervals, double ns_per_tick);
 /*

@@ -208,10 +208,12 @@ page_begin(const volatile struct tsc_timepage *const *where, uint32_t *seq, int 
 /*
  * One reading of a page: the TSC, the page's cycle_last, the clock, and
  * the clock at cycle_last + bound (the most a reader within the bound
- * can have had from the page).
+ * can have had from the page); whether the page is the library's own,
+ * and how far before cycle_last the TSC read, in ns (0 if not before).
  */
 struct page_reading {
-	uint64_t t, last, ns, at_bound;
+	uint64_t t, last, ns, at_bound, behind_ns;
+	bool own;
 };
 
 /*
@@ -232,12 +234,20 @@ static bool read_page(const volatile struct tsc_timepage *const *where, int cloc
 			       clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off,
 		};
 		uint64_t last = p->cycle_last;
+		bool own = p->flags & TSC__TIMEPAGE_OWN;
 		uint64_t t = rdtscp ? tsc__rdtscp() : tsc_rdtsc_ordered();
 
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (p->seq == seq) {
-			*r = (struct page_reading){ t, last, tscfk_clock_ns(&m, last, t),
-						    tscfk_clock_ns(&m, last, last + bound) };
+			/* Whole ns per tick times a gap of 2^40 and more: far enough. */
+			uint64_t gap = t < last ? last - t : 0;
+
+			*r = (struct page_reading){
+				t, last, tscfk_clock_ns(&m, last, t),
+				tscfk_clock_ns(&m, last, last + bound),
+				tsc_mul_frac(gap, m.mult) + (gap < (1ull << 40) ? gap : 1ull << 40) * m.mult_ns,
+				own,
+			};
 			return true;
 		}
 	}
@@ -374,28 +384,109 @@ static void register_fork_handlers(void)
 
 /*
  * The path without the kernel's mapping: a disciplined clock if asked for
- * and possible, clock_gettime() otherwise; c->why holds why there is no
+ * and possible, clock_gettime() otherwise; t->why holds why there is no
  * kernel mapping, and gets the rest.
  */
-static void without_kernel(struct tsc_sysclock *c, const char *root,
-			   enum tsc_sysclock_discipline disc, bool inherit)
+static void without_kernel(const struct tsc__clock_target *t, const char *root,
+			   enum tsc_sysclock_discipline disc, bool inherit,
+			   const struct tsc_freq *freq)
 {
-	char no_kernel[sizeof(c->why)];
+	const struct tsc__discipline_slots at = { t->page, t->bound };
+	char no_kernel[sizeof(((struct tsc_sysclock *)0)->why)];
+	struct tsc__discipline *d;
 	int n;
 
 	if (disc == TSC_DISCIPLINE_NONE)
 		return;
 	/* "clock_gettime(): " leads the reason: the rest says why. */
-	snprintf(no_kernel, sizeof(no_kernel), "%s", c->why + strlen("clock_gettime(): "));
-	if (tsc__discipline_start(c, root, disc == TSC_DISCIPLINE_HELPER, inherit)) {
-		snprintf(c->why, sizeof(c->why), "clock_gettime(): no disciplined clock: %.250s; and %.200s",
+	snprintf(no_kernel, sizeof(no_kernel), "%s", t->why + strlen("clock_gettime(): "));
+	if (tsc__discipline_start(&at, root, disc, inherit, freq, t->why, t->why_size, &d)) {
+		snprintf(t->why, t->why_size, "clock_gettime(): no disciplined clock: %.250s; and %.200s",
 			 tsc_last_error(), no_kernel);
 		tsc__clear_error();
 		return;
 	}
-	c->path = TSC_SYSCLOCK_DISCIPLINED;
-	n = (int)strlen(c->why);
-	snprintf(c->why + n, sizeof(c->why) - (size_t)n, "; not exact: %s", no_kernel);
+	__atomic_store_n(t->disc, d, __ATOMIC_RELEASE);
+	*t->path = TSC_SYSCLOCK_DISCIPLINED;
+	n = (int)strlen(t->why);
+	snprintf(t->why + n, t->why_size - (size_t)n, "; not exact: %s", no_kernel);
+}
+
+void tsc__clock_stop(const struct tsc__clock_target *t)
+{
+	struct tsc__discipline *d = *t->disc;
+
+	/* Disciplined before: its helper stopped first, or it would publish again. */
+	if (d) {
+		tsc__discipline_stop(d);
+		__atomic_store_n(t->disc, NULL, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(t->page, &tsc__syscall_page, __ATOMIC_RELEASE);
+	*t->path = TSC_SYSCLOCK_SYSCALL;
+}
+
+int tsc__clock_setup(const struct tsc__clock_target *t, const char *root,
+		     enum tsc_sysclock_discipline disc, enum tsc_sysclock_order order,
+		     bool inherit, const struct tsc_freq *freq)
+{
+	const volatile struct tsc_timepage *p = &tsc__syscall_page;
+	struct tsc__order_cpu cpu;
+	uint32_t use_rdtscp;
+	int err;
+
+	tsc__order_cpu(&cpu);
+	err = tsc__order_pick(&cpu, order, &use_rdtscp);
+	if (err)
+		return err;
+	pthread_once(&fork_once, register_fork_handlers);
+	if (fork_err)
+		return tsc__fail(-fork_err, "pthread_atfork: %s", strerror(fork_err));
+	root = tsc__sysfs_root(root);
+	/* Either way orders: a reader may see the old one or the new. */
+	__atomic_store_n(t->use_rdtscp, use_rdtscp, __ATOMIC_RELAXED);
+	*t->path = TSC_SYSCLOCK_SYSCALL;
+	if (page_of(root, &p)) {
+		snprintf(t->why, t->why_size, "clock_gettime(): %s", tsc_last_error());
+		tsc__clear_error();
+		without_kernel(t, root, disc, inherit, freq);
+		return 0;
+	}
+	/* A disciplined clock follows clock_gettime(), the namespace's. */
+	if (system_root(root) && !page_tells_our_clocks(p, t->why, t->why_size)) {
+		without_kernel(t, root, disc, inherit, freq);
+		return 0;
+	}
+	/* The page follows the kernel from now on, whatever it says now. */
+	if (p->flags & TSC_TIMEPAGE_TSC) {
+		*t->path = TSC_SYSCLOCK_KERNEL;
+		snprintf(t->why, t->why_size,
+			 "the kernel's own mapping from the TSC to its clocks (tsc_freq_khz's clock_page, generation %u): exact",
+			 (unsigned int)p->generation);
+	} else {
+		char cs[32];
+
+		tsc__clocksource(root, cs, sizeof(cs));
+		snprintf(t->why, t->why_size,
+			 "clock_gettime(): the kernel's clocks do not read the TSC (clocksource %s); reads take the page's fast path again when they do",
+			 cs[0] ? cs : "unknown");
+		without_kernel(t, root, disc, inherit, freq);
+		if (*t->path == TSC_SYSCLOCK_DISCIPLINED)
+			return 0;
+	}
+	/* The page, then its bound: see tsc__clock_slow(). */
+	__atomic_store_n(t->page, p, __ATOMIC_RELEASE);
+	__atomic_store_n(t->bound, tsc__page_max_delta((const volatile void *)p),
+			 __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* A struct tsc_sysclock's own fields, as tsc__clock_setup() sets them. */
+static struct tsc__clock_target target_of(struct tsc_sysclock *c)
+{
+	return (struct tsc__clock_target){
+		.page = &c->page, .bound = &c->max_delta, .use_rdtscp = &c->use_rdtscp,
+		.path = &c->path, .why = c->why, .why_size = sizeof(c->why), .disc = &c->disc,
+	};
 }
 
 /* An init that failed once the clock was torn down: it says so, and err. */
@@ -410,11 +501,9 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 {
 	enum tsc_sysclock_discipline disc = TSC_DISCIPLINE_NONE;
 	enum tsc_sysclock_order order = TSC_ORDER_AUTO;
-	bool inherit = false;
-	const volatile struct tsc_timepage *p = &tsc__syscall_page;
-	struct tsc__order_cpu cpu;
+	const struct tsc__clock_target t = target_of(c);
 	const char *root = NULL;
-	uint32_t use_rdtscp;
+	bool inherit = false;
 	size_t sz;
 	int err;
 
@@ -430,73 +519,26 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 		return tsc__fail(-EINVAL, "clock->sz is %zu: declare the clock with TSC_SYSCLOCK()",
 				 c->sz);
 	}
-	/* Disciplined before: its helper stopped first, or it would publish again. */
-	if (c->disc) {
-		tsc__discipline_stop(c->disc);
-		c->disc = NULL;
-	}
-	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
-	c->path = TSC_SYSCLOCK_SYSCALL;
+	tsc__clock_stop(&t);
 	if (opts) {
 		err = tsc__opts_check(opts, opts->sz, sizeof(*opts), "TSC_SYSCLOCK_OPTS");
 		if (err)
 			return failed(c, err);
 		root = TSC__OPT(opts, struct tsc_sysclock_opts, sysfs_root);
 		disc = TSC__OPT(opts, struct tsc_sysclock_opts, discipline);
-		if (disc < TSC_DISCIPLINE_NONE || disc > TSC_DISCIPLINE_CALLER)
+		if (disc < TSC_DISCIPLINE_NONE || disc > TSC_DISCIPLINE_READERS)
 			return failed(c, tsc__fail(-EINVAL, "discipline %d: not one of enum tsc_sysclock_discipline",
 						   (int)disc));
 		order = TSC__OPT(opts, struct tsc_sysclock_opts, order);
 		inherit = TSC__OPT(opts, struct tsc_sysclock_opts, helper_inherit);
 	}
-	tsc__order_cpu(&cpu);
-	err = tsc__order_pick(&cpu, order, &use_rdtscp);
-	if (err)
-		return failed(c, err);
-	pthread_once(&fork_once, register_fork_handlers);
-	if (fork_err)
-		return failed(c, tsc__fail(-fork_err, "pthread_atfork: %s", strerror(fork_err)));
-	root = tsc__sysfs_root(root);
 	sz = c->sz;
 	memset(&c->hot_reserved32, 0, (sz < sizeof(*c) ? sz : sizeof(*c)) -
 	       offsetof(struct tsc_sysclock, hot_reserved32));
 	c->sz = sz;
-	/* Either way orders: a reader may see the old one or the new. */
-	__atomic_store_n(&c->use_rdtscp, use_rdtscp, __ATOMIC_RELAXED);
 	c->path = TSC_SYSCLOCK_SYSCALL;
-	if (page_of(root, &p)) {
-		snprintf(c->why, sizeof(c->why), "clock_gettime(): %s", tsc_last_error());
-		tsc__clear_error();
-		without_kernel(c, root, disc, inherit);
-		return 0;
-	}
-	/* A disciplined clock follows clock_gettime(), the namespace's. */
-	if (system_root(root) && !page_tells_our_clocks(p, c->why, sizeof(c->why))) {
-		without_kernel(c, root, disc, inherit);
-		return 0;
-	}
-	/* The page follows the kernel from now on, whatever it says now. */
-	if (p->flags & TSC_TIMEPAGE_TSC) {
-		c->path = TSC_SYSCLOCK_KERNEL;
-		snprintf(c->why, sizeof(c->why),
-			 "the kernel's own mapping from the TSC to its clocks (tsc_freq_khz's clock_page, generation %u): exact",
-			 (unsigned int)p->generation);
-	} else {
-		char cs[32];
-
-		tsc__clocksource(root, cs, sizeof(cs));
-		snprintf(c->why, sizeof(c->why),
-			 "clock_gettime(): the kernel's clocks do not read the TSC (clocksource %s); reads take the page's fast path again when they do",
-			 cs[0] ? cs : "unknown");
-		without_kernel(c, root, disc, inherit);
-		if (c->path == TSC_SYSCLOCK_DISCIPLINED)
-			return 0;
-	}
-	/* The page, then its bound: see tsc__sysclock_slow_bounded(). */
-	__atomic_store_n(&c->page, p, __ATOMIC_RELEASE);
-	__atomic_store_n(&c->max_delta, tsc__page_max_delta((const volatile void *)p),
-			 __ATOMIC_RELEASE);
-	return 0;
+	err = tsc__clock_setup(&t, root, disc, order, inherit, NULL);
+	return err ? failed(c, err) : 0;
 }
 
 int tsc_sysclock_sync(struct tsc_sysclock *c)
@@ -511,11 +553,11 @@ int tsc_sysclock_sync(struct tsc_sysclock *c)
 
 void tsc_sysclock_fini(struct tsc_sysclock *c)
 {
-	if (c->disc) {
-		tsc__discipline_stop(c->disc);
-		c->disc = NULL;
-	}
-	__atomic_store_n(&c->page, &tsc__syscall_page, __ATOMIC_RELEASE);
+	const struct tsc__clock_target t = target_of(c);
+	enum tsc_sysclock_path path = c->path;
+
+	tsc__clock_stop(&t);
+	c->path = path;		/* as tsc_sysclock_sync(3) says */
 }
 
 static uint64_t gettime(int clock)
@@ -531,10 +573,16 @@ static uint64_t gettime(int clock)
  * clock_gettime()'s.  MONOTONIC and BOOTTIME from a stale page are never
  * below the page at its bound, the most any reader within the bound had
  * from it: a page ahead of the system's clocks (a disciplined one may be
- * by its error) holds there until they catch up, rather than going back.
- * A page more than TSC__FLOOR_MAX_NS ahead is not held to: the TSC
- * counted a suspend that MONOTONIC did not, and the clock steps back to
- * the system's, as the disciplined clock's sync after a suspend does.
+ * by its error, or after a suspend by what the TSC counted and MONOTONIC
+ * did not) holds there until they catch up, rather than going back.  A
+ * kernel's page more than TSC__FLOOR_MAX_NS ahead is not held to: only a
+ * TSC that jumped puts the system's own clock there.
+ *
+ * A reading before the page's cycle_last counts as cycle_last, as the
+ * kernel counts it (this CPU's TSC a little behind the one that wrote
+ * it), but on the library's own page more than TSC__SKEW_NS before: that
+ * TSC was reset (a resume from S3), and the page tells nothing of now,
+ * so the reading is a stale one's.
  *
  * The bound is loaded before the page, which its writers store first
  * (release, both): a new bound comes with its new page.  An old bound
@@ -542,29 +590,49 @@ static uint64_t gettime(int clock)
  * old page would send readers here early, and hold them below the old
  * page's readings.
  */
-uint64_t tsc__sysclock_slow_bounded(const struct tsc_sysclock *c, int clock)
+uint64_t tsc__clock_slow(const volatile struct tsc_timepage *const *page,
+			 const uint64_t *bound, const uint32_t *use_rdtscp,
+			 struct tsc__discipline *d, int clock)
 {
-	const uint64_t max_delta = __atomic_load_n(&c->max_delta, __ATOMIC_ACQUIRE);
 	struct page_reading r;
-	uint64_t ns;
+	uint64_t max_delta, ns;
+	int saved = errno;
 
 	if (clock < TSC__SYSCLOCK_REALTIME || clock > TSC__SYSCLOCK_BOOTTIME)
 		clock = TSC__SYSCLOCK_MONOTONIC;
-	if (!read_page(&c->page, clock, __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED),
-		       max_delta, &r))
-		return gettime(clock);
-	if (!(r.t > r.last && r.t - r.last > max_delta))
-		return r.ns;
-	ns = gettime(clock);
-	if (clock != TSC__SYSCLOCK_REALTIME && r.at_bound > ns &&
-	    r.at_bound - ns <= TSC__FLOOR_MAX_NS)
-		return r.at_bound;
+	/* A clock its readers sync: this one may, first. */
+	if (d)
+		tsc__discipline_poll(d, tsc_rdtsc_ordered());
+	max_delta = __atomic_load_n(bound, __ATOMIC_ACQUIRE);
+	if (!read_page(page, clock, __atomic_load_n(use_rdtscp, __ATOMIC_RELAXED), max_delta, &r)) {
+		ns = gettime(clock);
+	} else if (r.t >= r.last ? r.t - r.last <= max_delta :
+		   !r.own || r.behind_ns <= TSC__SKEW_NS) {
+		ns = r.ns;
+	} else {
+		ns = gettime(clock);
+		if (clock != TSC__SYSCLOCK_REALTIME && r.at_bound > ns &&
+		    (r.own || r.at_bound - ns <= TSC__FLOOR_MAX_NS))
+			ns = r.at_bound;
+	}
+	errno = saved;
 	return ns;
+}
+
+uint64_t tsc__sysclock_slow_bounded(const struct tsc_sysclock *c, int clock)
+{
+	return tsc__clock_slow(&c->page, &c->max_delta, &c->use_rdtscp,
+			       __atomic_load_n(&c->disc, __ATOMIC_ACQUIRE), clock);
 }
 
 uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock)
 {
 	return tsc__sysclock_slow_bounded(c, clock);
+}
+
+int tsc__discipline_helper(const struct tsc_sysclock *c, pthread_t *thread)
+{
+	return tsc__discipline_thread(c->disc, thread);
 }
 
 int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz)
@@ -585,11 +653,15 @@ int tsc_sysclock_rate(const struct tsc_sysclock *c, uint64_t *millihz)
 		if (!p)
 			break;
 		kp = (const volatile void *)p;
+		k.flags = kp->flags;
 		k.cycle_interval = kp->cycle_interval;
 		k.ntp_tick = kp->ntp_tick;
+		k.max_cycles = kp->max_cycles;
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (p->seq != seq)
 			continue;
+		if ((k.flags & TSC__TIMEPAGE_OWN) && !k.max_cycles)
+			return tsc__fail(-ENODATA, "no rate: the clock holds still after a suspend until the system's MONOTONIC catches up (tsc_sysclock_sync(3))");
 		*millihz = tscfk_clock_rate_millihz(&k);
 		if (!*millihz)
 			return tsc__fail(-ERANGE, "the page's cycle_interval %llu and ntp_tick %llu give no rate",

@@ -142,7 +142,11 @@ TEST(horizon)
 
 /*
  * The staleness bound: three sync periods, the period the longest of the
- * last intervals and a second at least, in ticks (here 0.5 ns each).
+ * last intervals and a second at least, in ticks (here 0.5 ns each); an
+ * interval counted at most twice the longest before it (intervals[0] is
+ * the newest), so that one long gap, however long, widens the bound by
+ * that factor at most, while a caller that keeps the longer period has
+ * it in full from its second interval.
  */
 TEST(staleness_bound)
 {
@@ -152,8 +156,16 @@ TEST(staleness_bound)
 	iv[2] = 2000000000;
 	EXPECT_EQ(12000000000u, tsc__discipline_max_delta(iv, 0.5));	/* 3 x 2 s */
 	iv[0] = 16000000000u;
-	EXPECT_EQ(96000000000u, tsc__discipline_max_delta(iv, 0.5));	/* 3 x 16 s */
-	iv[3] = UINT64_MAX;
+	EXPECT_EQ(24000000000u, tsc__discipline_max_delta(iv, 0.5));	/* 3 x (2 x 2 s) */
+	/* An hour's pause among 1 s syncs: 3 x 2 s, not 3 h. */
+	for (int i = 0; i < TSC__DISCIPLINE_INTERVALS; i++)
+		iv[i] = 1000000000;
+	iv[1] = 3600000000000u;
+	EXPECT_EQ(12000000000u, tsc__discipline_max_delta(iv, 0.5));
+	/* The longer period kept: in full from its second interval. */
+	iv[0] = 3600000000000u;
+	EXPECT_EQ(21600000000000u, tsc__discipline_max_delta(iv, 0.5));
+	iv[0] = iv[1] = UINT64_MAX;
 	EXPECT_EQ(1ull << 62, tsc__discipline_max_delta(iv, 0.5));	/* below 2^63 */
 }
 

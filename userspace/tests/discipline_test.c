@@ -349,23 +349,31 @@ TEST_F(disc, until_the_kernel_withdraws_tsc)
 }
 
 /*
- * Move the page the readers hold an hour ahead, as a segment nobody
- * moved on would drift away: which readings still take it shows.
+ * Move the page the readers hold some seconds ahead (or back), as a
+ * segment nobody moved on would drift away: which readings still take it
+ * shows.
  */
-static void page_an_hour_ahead(const struct tsc_sysclock *c)
+static void page_off(const struct tsc_sysclock *c, int64_t seconds)
 {
 	struct tscfk_clock_page *p = (struct tscfk_clock_page *)c->page;
 	uint32_t seq = p->seq;
 
 	__atomic_store_n(&p->seq, seq | 1, __ATOMIC_RELEASE);
-	p->mono_off += 3600000000000ull;
+	p->mono_off += (uint64_t)(seconds * 1000000000);
 	__atomic_store_n(&p->seq, (seq | 1) + 1, __ATOMIC_RELEASE);
+}
+
+static void page_an_hour_ahead(const struct tsc_sysclock *c)
+{
+	page_off(c, 3600);
 }
 
 /*
  * Syncs stop (a caller that stopped, a helper starved): the page is read
  * for three sync periods, here 3 s, past its segment's start, then
- * clock_gettime() is; the next sync gives the readers a page again.
+ * clock_gettime() is; the next sync gives the readers a page again.  The
+ * page is made a second behind, to tell its readings from the system's
+ * (one ahead would hold its readers at its value at the bound).
  */
 TEST_F(disc, syncs_stop)
 {
@@ -381,15 +389,15 @@ TEST_F(disc, syncs_stop)
 	EXPECT_LT(fabs((double)c.max_delta - want), want * 1e-3)
 		TH_LOG("max_delta %llu, three seconds of ticks %.0f",
 		       (unsigned long long)c.max_delta, want);
-	page_an_hour_ahead(&c);
+	page_off(&c, -1);
 	v = (int64_t)tsc_sysclock_monotonic(&c);
-	EXPECT_LT(now(CLOCK_MONOTONIC) + 3590000000000, v);	/* the page, an hour on */
+	EXPECT_GT(now(CLOCK_MONOTONIC) - 990000000, v);	/* the page, a second back */
 	usleep((useconds_t)((t0 + 3300000000 - now(CLOCK_MONOTONIC)) / 1000));
 	EXPECT_EQ(0, worst_error(&c, 1)) TH_LOG("the page was read 3.3 s past its start");
 	ASSERT_EQ(0, tsc_sysclock_sync(&c)) TH_LOG("%s", tsc_last_error());
 	EXPECT_GT(100000, worst_error(&c, 10));
-	page_an_hour_ahead(&c);
-	EXPECT_LT(now(CLOCK_MONOTONIC) + 3590000000000, (int64_t)tsc_sysclock_monotonic(&c))
+	page_off(&c, -1);
+	EXPECT_GT(now(CLOCK_MONOTONIC) - 990000000, (int64_t)tsc_sysclock_monotonic(&c))
 		TH_LOG("the new page is not read");
 	tsc_sysclock_fini(&c);
 }
@@ -480,6 +488,181 @@ TEST(behind_at_the_bound_resyncs_forward)
 TEST(behind_a_sync_across_the_bound_steps_forward)
 {
 	across_the_bound(_metadata, 1000, -2);
+}
+
+/*
+ * Readers on two threads and this one from start to stop, each read after
+ * seeing the latest any had (read_on()); what this one read last.
+ */
+struct readers {
+	struct race r;
+	pthread_t t[2];
+	uint64_t mine;
+};
+
+static void readers_start(struct __test_metadata *_metadata, struct readers *rs,
+			  struct tsc_sysclock *c)
+{
+	memset(rs, 0, sizeof(*rs));
+	rs->r.c = c;
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&rs->t[i], NULL, reader, &rs->r));
+}
+
+/* This thread reads for ms. */
+static void readers_for(struct readers *rs, int64_t ms)
+{
+	int64_t end = now(CLOCK_MONOTONIC) + ms * 1000000;
+
+	while (now(CLOCK_MONOTONIC) < end)
+		rs->mine = read_on(&rs->r, rs->mine);
+}
+
+static void readers_stop(struct readers *rs)
+{
+	rs->r.stop = true;
+	for (int i = 0; i < 2; i++)
+		pthread_join(rs->t[i], NULL);
+}
+
+/*
+ * Once the system's MONOTONIC has caught up with the clock's (a hold
+ * ends), at most max_ms from now, the clock synced: close to the
+ * system's again.  How long that took, in ms.
+ */
+static int64_t after_the_hold(struct __test_metadata *_metadata, struct tsc_sysclock *c,
+			      int64_t max_ms)
+{
+	int64_t t0 = now(CLOCK_MONOTONIC);
+
+	while ((int64_t)tsc_sysclock_monotonic(c) > now(CLOCK_MONOTONIC) &&
+	       now(CLOCK_MONOTONIC) - t0 < max_ms * 1000000)
+		usleep(1000);
+	EXPECT_GE(0, (int64_t)tsc_sysclock_monotonic(c) - now(CLOCK_MONOTONIC));
+	EXPECT_EQ(0, tsc_sysclock_sync(c)) TH_LOG("%s", tsc_last_error());
+	EXPECT_GT(100000, worst_error(c, 10));
+	return (now(CLOCK_MONOTONIC) - t0) / 1000000;
+}
+
+/*
+ * A resume that reset the TSC (S3 on bare metal), as the clock sees it
+ * (tsc__test_resume()): every reading is then far below the page's
+ * start.  Three threads read from before it to after the sync: none sees
+ * the clock go back.  Until the sync they are held at the page's value
+ * at its bound, the most any reader may have had (3 s past its start for
+ * a caller's clock); the sync holds the clock still there (a hold page,
+ * bound 0) until the system's MONOTONIC catches up, in a new generation;
+ * then it follows the system's again.
+ */
+TEST_F(disc, a_reset_tsc_never_goes_back)
+{
+	TSC_SYSCLOCK(c);
+	struct readers rs;
+	int64_t lead, held_ms;
+	uint32_t gen;
+
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_CALLER)) TH_LOG("%s", tsc_last_error());
+	readers_start(_metadata, &rs, &c);
+	readers_for(&rs, 100);
+	gen = c.page->generation;
+	tsc__test_resume(c.disc, 1ull << 40, 0);
+	readers_for(&rs, 20);
+	lead = (int64_t)tsc_sysclock_monotonic(&c) - now(CLOCK_MONOTONIC);
+	ASSERT_EQ(0, tsc_sysclock_sync(&c)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(0, c.max_delta) TH_LOG("not a hold page");
+	EXPECT_NE(gen, c.page->generation);
+	readers_for(&rs, 20);
+	readers_stop(&rs);
+	TH_LOG("%llu reads, %llu back; held %.3f s ahead of the system's",
+	       (unsigned long long)rs.r.reads, (unsigned long long)rs.r.back, (double)lead / 1e9);
+	EXPECT_EQ(0, rs.r.back);
+	/* Held at the bound, 3 s past the page's start, less the 120 ms since. */
+	EXPECT_LT(2500000000, lead);
+	EXPECT_GE(3000000000, lead);
+	held_ms = after_the_hold(_metadata, &c, 3500);
+	TH_LOG("the hold ended %lld ms later", (long long)held_ms);
+	tsc_sysclock_fini(&c);
+}
+
+/*
+ * A suspend of 300 ms that the TSC counted and MONOTONIC did not, shorter
+ * than the page's bound (tsc__test_resume()): readers read MONOTONIC 300
+ * ms ahead of the system's until the sync, which holds it still there
+ * until the system's catches up, rather than stepping back; REALTIME and
+ * BOOTTIME, which counted the suspend, stay the system's throughout.
+ */
+TEST_F(disc, a_short_suspend_holds_still)
+{
+	TSC_SYSCLOCK(c);
+	struct readers rs;
+	int64_t lead, held_ms;
+	uint32_t gen;
+
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_CALLER)) TH_LOG("%s", tsc_last_error());
+	readers_start(_metadata, &rs, &c);
+	readers_for(&rs, 100);
+	gen = c.page->generation;
+	tsc__test_resume(c.disc, 0, 300000000);
+	readers_for(&rs, 20);
+	ASSERT_EQ(0, tsc_sysclock_sync(&c)) TH_LOG("%s", tsc_last_error());
+	lead = (int64_t)tsc_sysclock_monotonic(&c) - now(CLOCK_MONOTONIC);
+	EXPECT_EQ(0, c.max_delta) TH_LOG("not a hold page");
+	EXPECT_NE(gen, c.page->generation);
+	readers_for(&rs, 20);
+	readers_stop(&rs);
+	TH_LOG("%llu reads, %llu back; held %.3f ms ahead of the system's",
+	       (unsigned long long)rs.r.reads, (unsigned long long)rs.r.back, (double)lead / 1e6);
+	EXPECT_EQ(0, rs.r.back);
+	/* What it read before the sync, and the sync's own 50 us horizon. */
+	EXPECT_LT(250000000, lead);
+	EXPECT_GE(300100000, lead);
+	for (int k = 0; k < 2; k++) {
+		clockid_t id = k ? CLOCK_BOOTTIME : CLOCK_REALTIME;
+		int64_t a = now(id);
+		int64_t v = (int64_t)(k ? tsc_sysclock_boottime(&c) : tsc_sysclock_realtime(&c));
+		int64_t b = now(id);
+		EXPECT_TRUE(a <= v && v <= b) TH_LOG("%s during the hold: %lld ns off",
+						     k ? "BOOTTIME" : "REALTIME",
+						     (long long)(v < a ? v - a : v - b));
+	}
+	held_ms = after_the_hold(_metadata, &c, 1000);
+	TH_LOG("the hold ended %lld ms later", (long long)held_ms);
+	EXPECT_GT(400, held_ms);
+	tsc_sysclock_fini(&c);
+}
+
+/*
+ * A copy of a clock (which tsc_sysclock_init(3) says not to make) holds
+ * a page the helper leaves at its next sync, or its fini retires: it
+ * reads clock_gettime() then, at its cost, never waiting on the page.
+ */
+TEST_F(disc, a_copy_reads_clock_gettime_at_its_cost)
+{
+	TSC_SYSCLOCK(c);
+	struct tsc_sysclock copy;
+	int64_t slowest = 0;
+
+	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER)) TH_LOG("%s", tsc_last_error());
+	memcpy(&copy, &c, sizeof(c));
+	/* Across the helper's syncs, then with the original finished. */
+	for (int phase = 0; phase < 2; phase++) {
+		int64_t end = now(CLOCK_MONOTONIC) + (phase ? 200000000 : 2200000000);
+
+		while (now(CLOCK_MONOTONIC) < end) {
+			int64_t a = now(CLOCK_MONOTONIC), v = (int64_t)tsc_sysclock_monotonic(&copy);
+			int64_t b = now(CLOCK_MONOTONIC);
+
+			if (b - a > slowest)
+				slowest = b - a;
+			EXPECT_TRUE(v >= a - 1000000 && v <= b + 1000000)
+				TH_LOG("the copy read %lld ns off", (long long)(v < a ? v - a : v - b));
+			usleep(100);
+		}
+		if (!phase)
+			tsc_sysclock_fini(&c);
+	}
+	TH_LOG("the slowest read of the copy: %lld ns", (long long)slowest);
+	EXPECT_GT(1000000, slowest);
 }
 
 /*
