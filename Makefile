@@ -142,6 +142,7 @@ check-all:
 	$(MAKE) fresh-root-check
 	$(MAKE) lib-lint
 	$(MAKE) lib-abi
+	$(MAKE) doc-examples
 	$(MAKE) debug-kernels-wait
 	$(MAKE) check-unit
 	$(MAKE) lib-check
@@ -150,13 +151,18 @@ check-all:
 	$(MAKE) vm-check
 	@# Top-level results; and the subtests the guests' tests skipped, which
 	@# their own "ok" does not show (each with its reason in the log).
-	@cat $(BUILD)/lib-check.log $(BUILD)/deb-check.log $(VM_LOGS) | awk \
+	@cat $(BUILD)/lib-check.log $(BUILD)/deb-check.log $(BUILD)/doc-examples.log $(VM_LOGS) | awk \
 		'/^ok .*# SKIP/ { s++; next } /^ok / { p++ } /^not ok / { f++ } /^# ok .*# SKIP/ { n++ } \
 		END { printf "check: %d passed, %d failed, %d skipped; %d subtests skipped inside them\n", p, f, s, n }'
 
 # Every relative link in README.md and Documentation/ resolves.
 doc-links:
 	scripts/check-doc-links.py
+
+# Every C example of the README, compiled and run as it is written there.
+doc-examples: lib
+	@scripts/check-doc-examples.py --lib $(BUILD)/userspace README.md | tee $(BUILD)/doc-examples.log; \
+	exit $${PIPESTATUS[0]}
 
 # On a machine whose kernel loads modules: the same selftests, directly.
 HOST_RELEASE = $(KDIR_RELEASE)
@@ -185,4 +191,4 @@ show:
 	fi || [ $$? -eq 1 ]
 
 .PHONY: all module install install-module install-module-kernel install-lib clean deps-run deps-check deps-deb \
-	check check-all check-host run show doc-links
+	check check-all check-host run show doc-links doc-examples

@@ -28,6 +28,8 @@ static TSC_SYSCLOCK(page_clock);
 static TSC_SYSCLOCK(sysclock);
 /* Disciplined: on an empty sysfs root, so that the module's page is not used. */
 static TSC_SYSCLOCK(disc_clock);
+/* The same, synced by its readers: the front door's path where there is no page. */
+static TSC_SYSCLOCK(readers_clock);
 
 static inline uint64_t rdtscp(void)
 {
@@ -115,6 +117,11 @@ LOOP(loop_disc_clock_u, tsc_sysclock_monotonic_unordered(&disc_clock))
 LOOP(loop_exact_rdtsc, exact(tsc_rdtsc))
 LOOP(loop_exact_lfence, exact(tsc_rdtsc_ordered))
 LOOP(loop_exact_rdtscp, exact(tsc__rdtscp))
+LOOP(loop_front, tsc_monotonic_ns())
+LOOP(loop_front_u, tsc_monotonic_ns_unordered())
+LOOP(loop_front_real, tsc_realtime_ns())
+LOOP(loop_readers_clock, tsc_sysclock_monotonic(&readers_clock))
+LOOP(loop_readers_clock_u, tsc_sysclock_monotonic_unordered(&readers_clock))
 
 static const struct variant {
 	const char *name;
@@ -141,6 +148,11 @@ static const struct variant {
 	{ "rdtsc + exact arithmetic", loop_exact_rdtsc },
 	{ "lfence;rdtsc + exact arithmetic", loop_exact_lfence },
 	{ "rdtscp + exact arithmetic", loop_exact_rdtscp },
+	{ "tsc_monotonic_ns", loop_front },
+	{ "tsc_monotonic_ns_unordered", loop_front_u },
+	{ "tsc_realtime_ns", loop_front_real },
+	{ "tsc_sysclock_monotonic(readers)", loop_readers_clock },
+	{ "..._monotonic_unordered(readers)", loop_readers_clock_u },
 };
 #define NV (sizeof(variants) / sizeof(variants[0]))
 
@@ -205,12 +217,13 @@ int main(int argc, char **argv)
 	{
 		const char *root = no_page_root();
 		TSC_SYSCLOCK_OPTS(o, .sysfs_root = root, .discipline = TSC_DISCIPLINE_HELPER);
+		TSC_SYSCLOCK_OPTS(ro, .sysfs_root = root, .discipline = TSC_DISCIPLINE_READERS);
 
 		if (!root) {
 			perror("now_bench: a sysfs root without a page");
 			return 1;
 		}
-		if (tsc_sysclock_init(&disc_clock, &o)) {
+		if (tsc_sysclock_init(&disc_clock, &o) || tsc_sysclock_init(&readers_clock, &ro)) {
 			fprintf(stderr, "now_bench: %s\n", tsc_last_error());
 			return 1;
 		}
@@ -296,7 +309,35 @@ int main(int argc, char **argv)
 	       median[18] / median[0]);
 	printf("  on a page / that floor               %.3fx  (what the page's checks cost)\n",
 	       median[15] / median[18]);
+	{
+		/*
+		 * The front door against the struct readers on its own path:
+		 * the module's page (this machine's clock), or disciplined by
+		 * its readers; and both against the exact arithmetic.
+		 */
+		const char *why;
+		bool kernel = tsc_time_path(&why) == TSC_SYSCLOCK_KERNEL;
+		double fence = median[1] < median[2] ? median[1] : median[2];
+		double exact_floor = median[1] < median[2] ? median[19] : median[20];
+		double same = kernel ? median[10] : median[24], same_u = kernel ? median[16] : median[25];
+
+		printf("the front door (tsc_monotonic_ns(): %s):\n", why);
+		printf("  ordered / the struct reader on its path      %.3fx  (target <= 1.01)\n",
+		       median[21] / same);
+		printf("  unordered / the struct reader on its path    %.3fx  (target <= 1.01)\n",
+		       median[22] / same_u);
+		printf("  ordered / the exact arithmetic after %-7s %.3fx  (target <= 1.03)\n",
+		       median[1] < median[2] ? "lfence" : "rdtscp", median[21] / exact_floor);
+		printf("  unordered / the exact arithmetic after rdtsc %.3fx  (target <= 1.03)\n",
+		       median[22] / median[18]);
+		printf("  tsc_realtime_ns / tsc_monotonic_ns           %.3fx  (the same cache line)\n",
+		       median[23] / median[21]);
+		printf("  ordered / clock_gettime                      %.3fx\n", median[21] / median[5]);
+		printf("  ordered / %-13s                      %.3fx\n",
+		       median[1] < median[2] ? "lfence;rdtsc" : "rdtscp", median[21] / fence);
+	}
 	check_cost(rounds, median[5]);
+	tsc_sysclock_fini(&readers_clock);
 	tsc_sysclock_fini(&disc_clock);
 	return 0;
 }

@@ -8,8 +8,8 @@
  * with it.  In a time namespace, which a page reading between two
  * clock_gettime() calls reveals, the library reads clock_gettime(), in a
  * forked child too.  Where the kernel's clocks do not read the TSC the
- * library says so and reads clock_gettime().
- * Needs the module loaded.
+ * library says so and reads clock_gettime().  The front door is as
+ * exact.  Needs the module loaded.
  */
 #include <math.h>
 #include <sched.h>
@@ -115,6 +115,57 @@ TEST_F(sys, exact_through_slews_and_steps)
 	}
 	EXPECT_EQ(0, self->s.page->seq & 1);
 	EXPECT_EQ(TSC_TIMEPAGE_TSC, self->s.page->flags);
+}
+
+/* The front door's clock c, after everything before it, as sysclock_lib(). */
+static uint64_t front(int c)
+{
+	__asm__ __volatile__("lfence" : : : "memory");
+	return c == SYSCLOCK_REAL ? tsc_realtime_ns() :
+	       c == SYSCLOCK_MONO ? tsc_monotonic_ns() : tsc_boottime_ns();
+}
+
+/*
+ * The front door (tsc_realtime_ns() and kin), set up by its first read in
+ * this process, takes the module's page: every clock_gettime() lies
+ * between two of its reads, free, slewed and stepped; tsc_khz() is the
+ * module's tsc_freq_khz.
+ */
+TEST_F(sys, the_front_door_is_exact)
+{
+	static const struct {
+		const char *name;
+		long ppm;
+		int step;
+	} phases[] = { { "free", 0, 0 }, { "+500 ppm", 500, 0 }, { "stepped +1 s", 0, 1 } };
+	const char *why;
+	uint64_t khz;
+
+	if (self->s.path != TSC_SYSCLOCK_KERNEL)
+		SKIP(return, "%s", self->s.why);
+	(void)tsc_monotonic_ns();
+	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, tsc_time_path(&why)) TH_LOG("%s", why);
+	ASSERT_EQ(0, read_u64(FREQ_FILE, &khz));
+	EXPECT_EQ(khz, tsc_khz());
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+		ASSERT_EQ(0, set_freq_ppm(phases[i].ppm));
+		if (phases[i].step)
+			ASSERT_EQ(0, step(phases[i].step));
+		usleep(1100000);
+		for (int c = 0; c < 3; c++) {
+			int bad = 0;
+
+			for (int k = 0; k < SAMPLES; k++) {
+				uint64_t a = front(c), v = sysclock_sys(c), b = front(c);
+
+				if (!(a <= v && v <= b) && bad++ < 3)
+					TH_LOG("%s, %s: front door %llu, clock_gettime %llu, front door %llu",
+					       phases[i].name, sysclock_names[c], (unsigned long long)a,
+					       (unsigned long long)v, (unsigned long long)b);
+			}
+			EXPECT_EQ(0, bad);
+		}
+	}
 }
 
 /*

@@ -2,17 +2,30 @@
 /*
  * libtsc: the x86 Time Stamp Counter for userspace, trusted.
  *
- *  - the TSC frequency from the best source there is, saying which and how
- *    precise: the tsc_freq_khz module's files, the kernel's perf page, the
- *    hypervisor, CPUID's crystal, or a calibration of its own against
- *    CLOCK_MONOTONIC_RAW;
- *  - exact tick <-> nanosecond conversion (within 1 ns over the whole 64-bit
- *    range) from precomputed integers, inline;
- *  - a clock reading the TSC, anchored to CLOCK_MONOTONIC and CLOCK_REALTIME.
+ * Quick start: the time in one call, with no declaration and no init
+ * (link with `pkg-config --libs libtsc`, or -ltsc; static: add -lm -pthread).
  *
- * Functions return 0 or a negative errno; tsc_last_error() then says why in
- * words.  Nothing prints.  The readers are lock-free and safe from any
- * thread; tsc(7) says which calls take a lock.  See each function's man page.
+ *	uint64_t now = tsc_realtime_ns();	CLOCK_REALTIME in ns; also
+ *						tsc_monotonic_ns(), tsc_boottime_ns()
+ *	uint64_t t0 = tsc_ticks();		the TSC itself
+ *	uint64_t ns = tsc_delta_to_ns(tsc_ticks() - t0);	ticks to ns
+ *	uint64_t khz = tsc_khz();		the TSC's frequency (tsc_hz() in Hz)
+ *	const char *why;
+ *	tsc_time_path(&why);			how the clock reads, and why
+ *
+ * Every reader is ordered (a reading taken after seeing another thread's
+ * is never earlier) unless its name ends in _unordered.  The first read
+ * sets the clock up: where the tsc_freq_khz module is loaded, the kernel's
+ * own mapping from the TSC, exactly clock_gettime()'s; else a clock of the
+ * library's own that its readers slew onto the system's (within
+ * microseconds, no thread); else clock_gettime().  tsc_time_setup(3)
+ * chooses otherwise; tsc(7) has the rest.
+ *
+ * Below: clocks and frequencies of a program's own (struct tsc_sysclock,
+ * struct tsc_clock, struct tsc_freq), and whether TSC readings agree
+ * across CPUs (struct tsc_report).  Functions return 0 or a negative
+ * errno, and tsc_last_error() says why in words; nothing prints.  A man
+ * page per function.
  */
 #ifndef LIBTSC_H
 #define LIBTSC_H
@@ -24,6 +37,55 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- The front door (1.3): tsc_time_setup(3) ---- */
+
+/* How a system clock reads the time; tsc_sysclock_init(3). */
+enum tsc_sysclock_path {
+	TSC_SYSCLOCK_NONE = 0,
+	TSC_SYSCLOCK_KERNEL,	/* the kernel's own mapping: its clocks, exactly */
+	TSC_SYSCLOCK_SYSCALL,	/* clock_gettime(), for the reason in why */
+	TSC_SYSCLOCK_DISCIPLINED, /* the library's own mapping, slewed onto the system's */
+};
+
+/* CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME in ns, as clock_gettime() gives them. */
+static inline uint64_t tsc_realtime_ns(void);
+static inline uint64_t tsc_monotonic_ns(void);
+static inline uint64_t tsc_boottime_ns(void);
+/* The same, the TSC read in no order with earlier loads: for stamps within one thread. */
+static inline uint64_t tsc_realtime_ns_unordered(void);
+static inline uint64_t tsc_monotonic_ns_unordered(void);
+static inline uint64_t tsc_boottime_ns_unordered(void);
+/* The TSC, read once every earlier load has completed; and in no order. */
+static inline uint64_t tsc_ticks(void);
+static inline uint64_t tsc_ticks_unordered(void);
+/* A number of TSC ticks (a difference of two readings) in ns, and back. */
+uint64_t tsc_delta_to_ns(uint64_t ticks);
+uint64_t tsc_delta_to_ticks(uint64_t ns);
+/* The TSC's frequency, rounded; 0 if none is known (tsc_last_error() says why). */
+uint64_t tsc_hz(void);
+uint64_t tsc_khz(void);
+/* How the clock reads the time, and (if why) why, in words. */
+enum tsc_sysclock_path tsc_time_path(const char **why);
+
+/* Options: declare with TSC_TIME_OPTS(name, .field = value, ...). */
+struct tsc_time_opts {
+	size_t sz;		/* set by TSC_TIME_OPTS */
+	/*
+	 * Where the kernel's own mapping cannot be used, clock_gettime():
+	 * never a disciplined clock, whose readings may be ahead of the
+	 * kernel's by its error (a deadline for clock_nanosleep() or a
+	 * timerfd computed from one may fire that much early).
+	 */
+	bool exact_or_syscall;
+	/* A disciplined clock synced by a thread of the library's, not by its readers. */
+	bool helper;
+	unsigned char tsc__reserved_1_3[6];	/* zero: see struct tsc_sysclock_opts */
+	size_t :0;		/* later fields start here: see struct tsc_opts */
+};
+
+/* Set the clock up now, as opts says (NULL: the default); 0 or a negative errno. */
+int tsc_time_setup(const struct tsc_time_opts *opts);
 
 /*
  * The macros that declare a struct (TSC_OPTS() and the others) set its sz,
@@ -63,6 +125,12 @@ extern "C" {
  * initialiser's trailing comma.
  */
 #define TSC__DECLARE(type, name, ...) type name = { .sz = sizeof(type), __VA_ARGS__ }
+#endif
+
+#ifdef __cplusplus
+#define TSC_TIME_OPTS(...) TSC__CXX_DECLARE(struct tsc_time_opts, __VA_ARGS__)
+#else
+#define TSC_TIME_OPTS(...) TSC__DECLARE(struct tsc_time_opts, __VA_ARGS__, )
 #endif
 
 /* Where a frequency came from; tsc_freq_get() ranks them as tsc(7) says. */
@@ -272,14 +340,6 @@ struct tsc_timepage {
 
 #define TSC_TIMEPAGE_TSC	0x1	/* the kernel's clocks read the TSC */
 #define TSC_TIMEPAGE_GONE	0x2	/* the module was unloaded */
-
-/* How a system clock reads the time; tsc_sysclock_init(3). */
-enum tsc_sysclock_path {
-	TSC_SYSCLOCK_NONE = 0,
-	TSC_SYSCLOCK_KERNEL,	/* the kernel's own mapping: its clocks, exactly */
-	TSC_SYSCLOCK_SYSCALL,	/* clock_gettime(), for the reason in why */
-	TSC_SYSCLOCK_DISCIPLINED, /* the library's own mapping, slewed onto the system's */
-};
 
 /* Where no kernel mapping is, a disciplined clock, if asked for (1.1). */
 enum tsc_sysclock_discipline {
@@ -646,25 +706,26 @@ static inline uint64_t tsc__rdtscp(void)
 #define TSC__SYSCLOCK_MONOTONIC	1
 #define TSC__SYSCLOCK_BOOTTIME	2
 
-static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int clock, int ordered)
+/*
+ * One reading from page p, bounded by max_delta: 1 and *ns, or 0 where
+ * the slow path must read (see above).
+ */
+static inline int tsc__page_read(const volatile struct tsc_timepage *p, uint32_t use_rdtscp,
+				 uint64_t max_delta, int clock, int ordered, uint64_t *ns)
 {
-	/* Relaxed atomic loads, plain moves on x86: init may rewrite both. */
-	const volatile struct tsc_timepage *p = __atomic_load_n(&c->page, __ATOMIC_RELAXED);
-	const uint32_t use_rdtscp = __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED);
-	const uint64_t max_delta = __atomic_load_n(&c->max_delta, __ATOMIC_RELAXED);
 	__extension__ unsigned __int128 x;
 	uint32_t seq;
 	uint64_t off;
 
 	if (__builtin_expect(!p, 0))
-		return tsc__sysclock_slow_bounded(c, clock);
+		return 0;
 	do {
 		uint64_t t, last;
 
 		seq = p->seq;
 		__asm__ __volatile__("" : : : "memory");
 		if (__builtin_expect((seq & 1) | p->mult_ns, 0))
-			return tsc__sysclock_slow_bounded(c, clock);
+			return 0;
 		off = clock == TSC__SYSCLOCK_REALTIME ? p->real_off :
 		      clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
 		last = p->cycle_last;
@@ -681,12 +742,26 @@ static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int cloc
 		 * gives the second clock_gettime().
 		 */
 		if (__builtin_expect(t - last > max_delta, 0))
-			return tsc__sysclock_slow_bounded(c, clock);
+			return 0;
 		x = t;
 		x = x * p->mult + p->frac;
 		__asm__ __volatile__("" : : : "memory");
 	} while (__builtin_expect(p->seq != seq, 0));
-	return (uint64_t)(x >> 64) + off;
+	*ns = (uint64_t)(x >> 64) + off;
+	return 1;
+}
+
+static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int clock, int ordered)
+{
+	uint64_t v;
+
+	/* Relaxed atomic loads, plain moves on x86: init may rewrite them. */
+	if (__builtin_expect(tsc__page_read(__atomic_load_n(&c->page, __ATOMIC_RELAXED),
+					    __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED),
+					    __atomic_load_n(&c->max_delta, __ATOMIC_RELAXED),
+					    clock, ordered, &v), 1))
+		return v;
+	return tsc__sysclock_slow_bounded(c, clock);
 }
 
 /* CLOCK_REALTIME, in ns since the epoch, as clock_gettime() gives it. */
@@ -726,6 +801,79 @@ static inline uint64_t tsc_sysclock_monotonic_unordered(const struct tsc_syscloc
 static inline uint64_t tsc_sysclock_boottime_unordered(const struct tsc_sysclock *c)
 {
 	return tsc__sysclock_read(c, TSC__SYSCLOCK_BOOTTIME, 0);
+}
+
+/* ---- The front door's readers (1.3) ---- */
+
+/*
+ * What the front door's readers touch: a system clock's first cache line
+ * (its page, how to order, its bound), the library's own, which sets it
+ * up at the first read (tsc__time_slow()).  One cache line, for good.
+ */
+struct tsc__time {
+	const volatile struct tsc_timepage *page;
+	uint32_t use_rdtscp;
+	uint32_t reserved32;
+	uint64_t max_delta;
+	uint64_t reserved[5];
+} __attribute__((aligned(64)));
+
+extern struct tsc__time tsc__time;
+
+/* The front door's slow path, which sets the clock up first if need be. */
+uint64_t tsc__time_slow(int clock);
+
+static inline uint64_t tsc__time_read(int clock, int ordered)
+{
+	uint64_t v;
+
+	if (__builtin_expect(tsc__page_read(__atomic_load_n(&tsc__time.page, __ATOMIC_RELAXED),
+					    __atomic_load_n(&tsc__time.use_rdtscp, __ATOMIC_RELAXED),
+					    __atomic_load_n(&tsc__time.max_delta, __ATOMIC_RELAXED),
+					    clock, ordered, &v), 1))
+		return v;
+	return tsc__time_slow(clock);
+}
+
+static inline uint64_t tsc_realtime_ns(void)
+{
+	return tsc__time_read(TSC__SYSCLOCK_REALTIME, 1);
+}
+
+static inline uint64_t tsc_monotonic_ns(void)
+{
+	return tsc__time_read(TSC__SYSCLOCK_MONOTONIC, 1);
+}
+
+static inline uint64_t tsc_boottime_ns(void)
+{
+	return tsc__time_read(TSC__SYSCLOCK_BOOTTIME, 1);
+}
+
+static inline uint64_t tsc_realtime_ns_unordered(void)
+{
+	return tsc__time_read(TSC__SYSCLOCK_REALTIME, 0);
+}
+
+static inline uint64_t tsc_monotonic_ns_unordered(void)
+{
+	return tsc__time_read(TSC__SYSCLOCK_MONOTONIC, 0);
+}
+
+static inline uint64_t tsc_boottime_ns_unordered(void)
+{
+	return tsc__time_read(TSC__SYSCLOCK_BOOTTIME, 0);
+}
+
+/* lfence; rdtsc: every CPU this library orders with (tsc_rdtsc_ordered()). */
+static inline uint64_t tsc_ticks(void)
+{
+	return tsc_rdtsc_ordered();
+}
+
+static inline uint64_t tsc_ticks_unordered(void)
+{
+	return tsc_rdtsc();
 }
 
 #ifdef __cplusplus

@@ -70,14 +70,15 @@ struct tsc__discipline;
 /*
  * The readers' slow path, for a clock whose page, bound and TSC read are
  * at these addresses, disciplined by d (NULL: not, or not by its
- * readers): tsc__sysclock_slow_bounded()'s.
+ * readers): tsc__sysclock_slow_bounded()'s, and the front door's.
  */
 uint64_t tsc__clock_slow(const volatile struct tsc_timepage *const *page,
 			 const uint64_t *bound, const uint32_t *use_rdtscp,
 			 struct tsc__discipline *d, int clock);
 /*
  * A clock's fields: what its readers read (page, bound, use_rdtscp) and
- * what the library keeps; a struct tsc_sysclock's own.
+ * what the library keeps; a struct tsc_sysclock's own, or the front
+ * door's (time.c).
  */
 struct tsc__clock_target {
 	const volatile struct tsc_timepage **page;
@@ -181,6 +182,8 @@ uint64_t tsc__discipline_max_delta(const uint64_t *intervals, double ns_per_tick
  * (tsc__discipline_sync() refuses), and releases the lock.
  */
 void tsc__discipline_fork_lock(void);
+/* front.c: the front door's part of it, in the child. */
+void tsc__time_forked(void);
 void tsc__discipline_fork_unlock(void);
 void tsc__discipline_forked(void);
 

@@ -366,6 +366,7 @@ static void fork_child(void)
 	char why[256];
 
 	tsc__discipline_forked();
+	tsc__time_forked();
 	for (struct mapped *m = mapped; m; m = m->next) {
 		if (m->page && system_root(m->root) && !(m->page->flags & TSC_TIMEPAGE_GONE) &&
 		    !page_tells_our_clocks(m->page, why, sizeof(why)))

@@ -29,20 +29,27 @@ int main(void)
 	TSC_SYSCLOCK_OPTS(sfields, .discipline = TSC_DISCIPLINE_NONE);
 	TSC_REPORT_OPTS(ro);
 	TSC_REPORT_OPTS(rfields, .max_ms = 500);
+	TSC_TIME_OPTS(to);
+	TSC_TIME_OPTS(tfields, .exact_or_syscall = true);
 	struct tsc_freq f;
 
-	printf("TAP version 13\n1..3\n");
+	printf("TAP version 13\n1..4\n");
 	check(o.sz == sizeof(o) && so.sz == sizeof(so) && ro.sz == sizeof(ro) &&
 	      sc.sz == sizeof(sc) && global_clock.sz == sizeof(global_clock) &&
+	      to.sz == sizeof(to) && !to.helper &&
 	      !o.verify && !o.calibrate_max_ms && !ro.max_ms, 1,
 	      "a name alone: sz set, the rest zero");
 	check(fields.sz == sizeof(fields) && fields.calibrate_max_ms == 50 &&
 	      sfields.sz == sizeof(sfields) && sfields.discipline == TSC_DISCIPLINE_NONE &&
-	      rfields.sz == sizeof(rfields) && rfields.max_ms == 500, 2,
+	      rfields.sz == sizeof(rfields) && rfields.max_ms == 500 &&
+	      tfields.sz == sizeof(tfields) && tfields.exact_or_syscall, 2,
 	      "with fields: sz set, and the fields");
 	o.source = TSC_SOURCE_CALIBRATION;
 	o.calibrate_max_ms = 50;
 	check(tsc_freq_get(&f, &o) == 0 && f.source == TSC_SOURCE_CALIBRATION, 3,
 	      "tsc_freq_get() with options set after a name alone");
+	check(tsc_time_setup(&tfields) == 0 && tsc_monotonic_ns() > 0 &&
+	      tsc_time_path(NULL) != TSC_SYSCLOCK_DISCIPLINED, 4,
+	      "the front door, exact or clock_gettime()");
 	return failed;
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
  * libtsc.h from C++: every declaring macro and every inline function,
+ * the front door's readers among them,
  * built with -Wall -Wextra -Werror -pedantic (the Makefile), then run
  * against the library.  The macros take the name alone and the fields are
  * set after the declaration; with TSC_CXX_FIELD_IN_MACRO defined, a macro
@@ -42,6 +43,7 @@ int main()
 	TSC_SYSCLOCK(sc);
 	TSC_SYSCLOCK_OPTS(so);
 	TSC_REPORT_OPTS(ro);
+	TSC_TIME_OPTS(to);
 	struct tsc_freq f;
 	uint64_t millihz;
 
@@ -51,7 +53,7 @@ int main()
 	if (fields.sz != sizeof(fields) || fields.calibrate_max_ms != 50)
 		return 1;
 #endif
-	std::printf("TAP version 13\n1..6\n");
+	std::printf("TAP version 13\n1..7\n");
 	o.source = TSC_SOURCE_CALIBRATION;
 	o.calibrate_max_ms = 50;
 	check(o.sz == sizeof(o) && so.sz == sizeof(so) && ro.sz == sizeof(ro) &&
@@ -93,5 +95,21 @@ int main()
 		      (rate == 0 || rate == -ENODATA), 6, "the system clock's readers");
 	}
 	tsc_sysclock_fini(&sc);
+	to.helper = false;
+	{
+		uint64_t m0 = gettime_ns(CLOCK_MONOTONIC), m = tsc_monotonic_ns();
+		uint64_t mu = tsc_monotonic_ns_unordered(), r = tsc_realtime_ns();
+		uint64_t ru = tsc_realtime_ns_unordered(), b = tsc_boottime_ns();
+		uint64_t bu = tsc_boottime_ns_unordered(), t0 = tsc_ticks();
+		uint64_t t1 = tsc_ticks_unordered();
+		const char *why = nullptr;
+
+		check(to.sz == sizeof(to) && tsc_time_setup(&to) == 0 && near(m, m0) && near(mu, m) &&
+		      near(r, gettime_ns(CLOCK_REALTIME)) && near(ru, r) && near(bu, b) &&
+		      t1 - t0 < 1000000000 && tsc_khz() > 0 && tsc_hz() / 1000 == tsc_khz() &&
+		      tsc_delta_to_ns(tsc_delta_to_ticks(1000)) <= 1000 &&
+		      tsc_time_path(&why) != TSC_SYSCLOCK_NONE && why && *why, 7,
+		      "the front door");
+	}
 	return failed;
 }

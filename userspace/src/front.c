@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The front door: one process-wide system clock that its first read sets
+ * up, with no declaration and no init (tsc_realtime_ns() and the other
+ * readers, inline in libtsc.h), and the TSC's frequency for tick deltas.
+ *
+ * The clock is set up as tsc_sysclock_init(3) sets a struct tsc_sysclock
+ * up (tsc__clock_setup()): the kernel's page where the module is loaded,
+ * else a clock disciplined by its own readers (no thread; a helper if
+ * asked), else clock_gettime().  What its readers touch is the exported
+ * tsc__time, one cache line that never grows: a program may hold a copy
+ * of it (a copy relocation), made at link time.  The rest is kept here.
+ *
+ * Until it is set up, tsc__time.page is NULL and every read comes here:
+ * the first to come sets it up; any other that comes meanwhile reads
+ * clock_gettime() rather than wait, so that a reader in a signal handler
+ * never waits for the thread it interrupted.  The frequency is a second
+ * once-only setup of its own, made by the first call that needs it: the
+ * clock does not (where it is disciplined, it starts from a short
+ * calibration and measures the rest).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+
+#include "internal.h"
+
+_Static_assert(sizeof(struct tsc__time) == 64, "tsc__time is one cache line, for good");
+_Static_assert(offsetof(struct tsc__time, page) == offsetof(struct tsc_sysclock, page) &&
+	       offsetof(struct tsc__time, use_rdtscp) == offsetof(struct tsc_sysclock, use_rdtscp) &&
+	       offsetof(struct tsc__time, max_delta) == offsetof(struct tsc_sysclock, max_delta),
+	       "the front door's hot line is a system clock's");
+
+struct tsc__time tsc__time;
+
+enum { UNSET, SETTING_UP, SET };
+
+static struct {
+	int state;			/* UNSET, SETTING_UP, SET */
+	struct tsc_time_opts opts;	/* as tsc_time_setup() was last given */
+	enum tsc_sysclock_path path;
+	char why[512];
+	struct tsc__discipline *disc;
+} clk;
+
+static struct {
+	pthread_once_t once;
+	int err;
+	char why[TSC__REASON_SIZE];
+	struct tsc_freq f;
+	struct tsc_conv conv;
+} freq = { .once = PTHREAD_ONCE_INIT };
+
+static struct tsc__clock_target target(void)
+{
+	return (struct tsc__clock_target){
+		.page = &tsc__time.page, .bound = &tsc__time.max_delta,
+		.use_rdtscp = &tsc__time.use_rdtscp, .path = &clk.path,
+		.why = clk.why, .why_size = sizeof(clk.why), .disc = &clk.disc,
+	};
+}
+
+/* Set the clock up as clk.opts says; the caller holds SETTING_UP. */
+static int set_up(void)
+{
+	const struct tsc__clock_target t = target();
+	enum tsc_sysclock_discipline how = clk.opts.exact_or_syscall ? TSC_DISCIPLINE_NONE :
+					   clk.opts.helper ? TSC_DISCIPLINE_HELPER :
+					   TSC_DISCIPLINE_READERS;
+	int err;
+
+	tsc__clock_stop(&t);
+	err = tsc__clock_setup(&t, NULL, how, TSC_ORDER_AUTO, false, NULL);
+	if (err)
+		snprintf(clk.why, sizeof(clk.why), "clock_gettime(): setting the clock up failed: %s",
+			 tsc_last_error());
+	return err;
+}
+
+/* Take SETTING_UP from wait (UNSET, or SET too): false if another has it. */
+static bool take(int from)
+{
+	return __atomic_compare_exchange_n(&clk.state, &from, SETTING_UP, false,
+					   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+static void give_back(void)
+{
+	__atomic_store_n(&clk.state, SET, __ATOMIC_RELEASE);
+}
+
+/* The clock, set up by this thread if nobody has: true if it is. */
+static bool ensure(void)
+{
+	if (__atomic_load_n(&clk.state, __ATOMIC_ACQUIRE) == SET)
+		return true;
+	if (!take(UNSET))
+		return false;
+	(void)set_up();		/* a failure reads clock_gettime(), and why says so */
+	tsc__clear_error();
+	give_back();
+	return true;
+}
+
+uint64_t tsc__time_slow(int clock)
+{
+	int saved = errno;
+	uint64_t ns;
+
+	(void)ensure();
+	ns = tsc__clock_slow(&tsc__time.page, &tsc__time.max_delta, &tsc__time.use_rdtscp,
+			     __atomic_load_n(&clk.disc, __ATOMIC_ACQUIRE), clock);
+	errno = saved;
+	return ns;
+}
+
+int tsc_time_setup(const struct tsc_time_opts *opts)
+{
+	struct tsc_time_opts o = { .sz = sizeof(o) };
+	int err;
+
+	tsc__clear_error();
+	if (opts) {
+		err = tsc__opts_check(opts, opts->sz, sizeof(*opts), "TSC_TIME_OPTS");
+		if (err)
+			return err;
+		o.exact_or_syscall = TSC__OPT(opts, struct tsc_time_opts, exact_or_syscall);
+		o.helper = TSC__OPT(opts, struct tsc_time_opts, helper);
+		if (o.exact_or_syscall && o.helper)
+			return tsc__fail(-EINVAL, "exact_or_syscall and helper: a helper disciplines a clock that exact_or_syscall refuses");
+	}
+	/* Not a reader: this may wait for a set-up under way on another thread. */
+	while (!take(UNSET) && !take(SET))
+		sched_yield();
+	clk.opts = o;
+	err = set_up();
+	give_back();
+	return err;
+}
+
+enum tsc_sysclock_path tsc_time_path(const char **why)
+{
+	enum tsc_sysclock_path path;
+
+	while (!ensure())
+		sched_yield();
+	path = clk.path;
+	if (why)
+		*why = clk.why;
+	return path;
+}
+
+/*
+ * The frequency, once: tsc_freq_get()'s best, as a struct tsc_clock's.
+ * A failure stays, with its reason.
+ */
+static void get_freq(void)
+{
+	freq.err = tsc_freq_get(&freq.f, NULL);
+	if (!freq.err)
+		freq.err = tsc_conv_init(&freq.conv, freq.f.num, freq.f.den);
+	if (freq.err)
+		snprintf(freq.why, sizeof(freq.why), "%s", tsc_last_error());
+}
+
+/* The frequency's conversion, or NULL and the reason. */
+static const struct tsc_conv *conv(void)
+{
+	pthread_once(&freq.once, get_freq);
+	if (!freq.err)
+		return &freq.conv;
+	tsc__fail(freq.err, "no TSC frequency: %s", freq.why);
+	return NULL;
+}
+
+uint64_t tsc_delta_to_ns(uint64_t ticks)
+{
+	const struct tsc_conv *c = conv();
+
+	return c ? tsc_ticks_to_ns(c, ticks) : 0;
+}
+
+uint64_t tsc_delta_to_ticks(uint64_t ns)
+{
+	const struct tsc_conv *c = conv();
+
+	return c ? tsc_ns_to_ticks(c, ns) : 0;
+}
+
+/* num / den, rounded to the nearest multiple of unit. */
+static uint64_t rounded(uint64_t unit)
+{
+	__extension__ typedef unsigned __int128 u128;
+	u128 den;
+
+	if (!conv())
+		return 0;
+	den = (u128)freq.f.den * unit;
+	return (uint64_t)(((u128)freq.f.num + den / 2) / den);
+}
+
+uint64_t tsc_hz(void)
+{
+	return rounded(1);
+}
+
+uint64_t tsc_khz(void)
+{
+	return rounded(1000);
+}
+
+/*
+ * In a fork's child: the clock goes on as the child finds it (the fork
+ * handlers saw to its page); a set-up that was under way on another
+ * thread of the parent is not, and the child's first read makes its own.
+ */
+void tsc__time_forked(void)
+{
+	if (clk.state == SETTING_UP)
+		clk.state = UNSET;
+}
