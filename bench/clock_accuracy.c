@@ -34,8 +34,8 @@
  * a new cycle_last), not off this thread's samples, which the host may
  * starve on their own.  Fewer than MIN_JUDGED of the four phases whose
  * rate changes judged fails: a helper that is always late is a fault.
- * The 2 ms holds late or not: the page is read a second past the
- * helper's last renewal at most, three sync periods past its start.
+ * The 2 ms holds late or not: the page is read 1.25 s past its start
+ * at most (the helper's lease).
  * Exit 4 (skip) when not root (the clocks cannot be slewed) or without
  * --adjust-clocks.
  */

@@ -43,7 +43,7 @@
 /* flags */
 #define TSCFK_CLOCK_TSC		0x1	/* the clocks read the TSC now */
 #define TSCFK_CLOCK_GONE	0x2	/* the module was unloaded */
-/* 0x8000: never set by the module; libtsc marks its own pages of this layout with it. */
+/* 0xc000: never set by the module; libtsc marks its own pages of this layout with them. */
 
 /* One linear mapping: ns = hi64(t * mult + frac) + t * mult_ns + off. */
 struct tscfk_clock_map {

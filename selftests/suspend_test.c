@@ -368,14 +368,14 @@ static void *sample_ahead(void *arg)
 /*
  * A disciplined clock with its helper, across a suspend: its MONOTONIC
  * never goes back, and is never ahead of clock_gettime()'s by more than
- * the helper's lease (a second).  The TSC counts through the suspend here
+ * the helper's lease (1.25 s).  The TSC counts through the suspend here
  * and MONOTONIC does not: a reader that took the page after it would read
  * ahead by the time asleep (2.4 s here, without the lease).  With the
  * lease, readers past it are held at the page's value at its end, and the
  * helper's sync, which the resume wakes at once, holds the clock still
  * there until the system's catches up: ahead by what was left of the
  * lease when the system went to sleep, which the freeze may leave at up
- * to a second.  The clock is disciplined by pointing it at a sysfs
+ * to 1.25 s.  The clock is disciplined by pointing it at a sysfs
  * without the module's page.
  *
  * The reader must run after the thaw before the helper does, which on
@@ -384,7 +384,7 @@ static void *sample_ahead(void *arg)
  * clock's helper) that is SCHED_FIFO, as the library's users often are,
  * so that nothing runs beside it but in the scheduler's 5% for the rest.
  */
-#define DISCIPLINED_HOLD_NS	1011000000	/* the lease, and the clock's own error */
+#define DISCIPLINED_HOLD_NS	1261000000	/* the lease, and the clock's own error */
 /* A sysfs root with no page (made on the guest's tmpfs), each directory in turn. */
 #define NO_PAGE_ROOT	"/tmp/suspend-no-page\0/tmp/suspend-no-page/devices\0" \
 			"/tmp/suspend-no-page/devices/system\0" \

@@ -9,10 +9,12 @@
  * clock_gettime() calls reveals, the library reads clock_gettime(), in a
  * forked child too.  Where the kernel's clocks do not read the TSC the
  * library says so and reads clock_gettime().  The front door is as
- * exact.  Needs the module loaded.
+ * exact.  A disciplined clock follows a step of REALTIME of 1 us.  Needs
+ * the module loaded.
  */
 #include <math.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/timex.h>
 #include <sys/wait.h>
 
@@ -308,6 +310,59 @@ TEST_F(sys, a_time_namespace)
 }
 
 /* Where the kernel's clocks do not read the TSC: clock_gettime(), and why. */
+/* REALTIME minus MONOTONIC on a clock's page, and its generation. */
+static int64_t real_minus_mono(const struct tsc_sysclock *c, uint32_t *gen)
+{
+	const volatile struct tsc_timepage *p = c->page;
+
+	*gen = p->generation;
+	return (int64_t)(p->real_off - p->mono_off);
+}
+
+/*
+ * A disciplined clock (on a sysfs root without the module's page) across
+ * a step of REALTIME of 1 us, as a PTP servo's ADJ_SETOFFSET makes one,
+ * far below a sample's noise threshold (10 us): its timer tells the next
+ * sync the clock was set, which takes REALTIME's new offset, in a new
+ * generation.  How far it moved is the sample's business (microseconds
+ * under emulation), logged; that it moved, the generation says.
+ */
+TEST_F(sys, a_disciplined_clock_follows_a_1us_step)
+{
+	static const char *const dirs[] = {
+		"/tmp/sysclock-no-page", "/tmp/sysclock-no-page/devices",
+		"/tmp/sysclock-no-page/devices/system", "/tmp/sysclock-no-page/devices/system/cpu",
+	};
+	TSC_SYSCLOCK_OPTS(o, .sysfs_root = dirs[0], .discipline = TSC_DISCIPLINE_CALLER);
+	struct timex tx = { .modes = ADJ_SETOFFSET | ADJ_NANO, .time = { .tv_usec = 1000 } };
+	TSC_SYSCLOCK(c);
+	int64_t before, after;
+	uint32_t gen0, gen1;
+	int err = -EAGAIN;
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		ASSERT_TRUE(!mkdir(dirs[i], 0755) || errno == EEXIST) TH_LOG("%s", dirs[i]);
+	}
+	ASSERT_EQ(0, tsc_sysclock_init(&c, &o)) TH_LOG("%s", tsc_last_error());
+	if (c.path != TSC_SYSCLOCK_DISCIPLINED)
+		SKIP(return, "%s", c.why);
+	for (int tries = 0; tries < 10 && err == -EAGAIN; tries++)
+		err = tsc_sysclock_sync(&c);
+	ASSERT_EQ(0, err) TH_LOG("%s", tsc_last_error());
+	before = real_minus_mono(&c, &gen0);
+	ASSERT_EQ(0, clock_adjtime(CLOCK_REALTIME, &tx)) TH_LOG("ADJ_SETOFFSET: %s", strerror(errno));
+	err = -EAGAIN;
+	for (int tries = 0; tries < 10 && err == -EAGAIN; tries++)
+		err = tsc_sysclock_sync(&c);
+	ASSERT_EQ(0, err) TH_LOG("%s", tsc_last_error());
+	after = real_minus_mono(&c, &gen1);
+	TH_LOG("after a step of +1 us: REALTIME's offset moved %+lld ns; generation %u -> %u",
+	       (long long)(after - before), gen0, gen1);
+	EXPECT_NE(gen0, gen1);
+	EXPECT_GT(20000, llabs(after - before));
+	tsc_sysclock_fini(&c);
+}
+
 TEST_F(sys, clock_gettime_where_not_exact)
 {
 	if (self->s.path == TSC_SYSCLOCK_KERNEL)

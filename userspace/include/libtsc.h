@@ -377,9 +377,9 @@ struct tsc_sysclock {
 	 * value at the bound while that is ahead: the kernel's page up to
 	 * 10 ms).  The kernel's page: its clocksource's max_cycles, as the
 	 * vDSO bounds itself; the library's disciplined one: three sync
-	 * periods, with the helper a second past its last renewal (four a
-	 * second), synced by its readers a period (1.3), 0 for a page that
-	 * holds still after a suspend.
+	 * periods, with the helper 1.25 s (a lease its sync a second
+	 * renews), synced by its readers a period, past which the first of
+	 * them syncs (1.3), 0 for a page that holds still after a suspend.
 	 * Below 2^63, so that a reading before cycle_last, whose
 	 * difference wraps, is past it too.
 	 * tsc_sysclock_init() sets it.

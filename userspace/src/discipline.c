@@ -40,9 +40,10 @@
  * write that never ends.
  *
  * A page is read for three sync periods past its segment's start at most
- * (tsc__discipline_max_delta()), with a helper for a second past the
- * helper's last renewal (renew()), and synced by its readers for one
- * period: a helper starved, a caller that stopped syncing, a fork's
+ * (tsc__discipline_max_delta()), with a helper for 1.25 s (a lease that
+ * its sync a second renews), and synced by its readers for a period
+ * and a half, the first of them past one period syncing it (the bound
+ * they are given): a helper starved, a caller that stopped syncing, a fork's
  * child (which has no helper, and whose clocks the fork handler sends to
  * clock_gettime() at once) and a suspend longer than that, all leave a
  * page that nobody moves on, and extrapolating it would add an error
@@ -94,8 +95,8 @@
 __extension__ typedef unsigned __int128 u128;
 
 #define SYNC_PERIOD_NS	1000000000LL
-#define LEASE_NS	1000000000	/* the helper's page is read this long past a renewal */
-#define RENEW_MS	250
+/* The helper's page is read this long past its start: a sync a second, and a quarter's slack. */
+#define LEASE_NS	1250000000
 #define RETRY_MS	10		/* a sync whose sample was too noisy, again (retry_ns()) */
 #define CONVERGE_S	1.0		/* an error is slewed out over this */
 #define MAX_SLEW	1e-3		/* 1000 ppm: NTP slews at up to 500 */
@@ -104,7 +105,6 @@ __extension__ typedef unsigned __int128 u128;
 #define FLOOR_SLACK_NS	2		/* two segments' roundings */
 #define LATE_READ_NS	1000		/* a reader's rdtsc after its seq check */
 #define HORIZON_NS	50000		/* new >= old from t0 to this after it */
-#define RENEW_MARGIN_NS	250000000	/* a lease this close to its end is not renewed */
 #define NEAR_BOUND_NS	1000000		/* a sync this close to the bound may not beat it */
 #define SAMPLE_TRIES	8
 /*
@@ -141,12 +141,10 @@ struct tsc__discipline {
 	uint32_t generation;
 	struct segment seg;		/* the one on that page */
 	bool have_seg;
+	bool published;			/* a page was given to the readers */
 	bool hold;			/* that page holds still (bound 0) */
 	uint64_t bound_t;		/* the TSC past which readers leave the page */
-	bool lapsed;			/* readers may have left it before a renewal */
 	int64_t real_d, boot_d;		/* REALTIME, BOOTTIME minus MONOTONIC */
-	/* A hold's: the system's offsets now, and BOOTTIME's as readers had it. */
-	int64_t hold_real_d, hold_boot_d, hold_boot_had;
 	double ns_per_tick;		/* the system's MONOTONIC, lately */
 	uint64_t max_width;		/* the widest sample used */
 	uint64_t fail_width;		/* the narrowest of the last sync that failed */
@@ -157,17 +155,20 @@ struct tsc__discipline {
 	pthread_mutex_t lock;		/* one sync at a time: the helper's, the caller's */
 	/* Synced by its readers: the one syncing, and the TSC before which none tries. */
 	int busy;
-	bool forked_busy;		/* taken around a fork() */
 	uint64_t due_t;
 	uint64_t t0_pub;		/* the current page's start, for its readers */
 	uint64_t skew_ticks;		/* TSC__SKEW_NS: a TSC further below t0 was reset */
 	unsigned int failed;		/* syncs in a row whose sample was too noisy */
+	bool clock_set;			/* the helper saw the system's clock set */
+#ifdef TSC__TEST_HOOKS
+	unsigned int wakeups;		/* the helper's syncs and tries */
+#endif
 	bool unusable;			/* the kernel withdrew tsc since */
 	char root[256];			/* sysfs, for the housekeeping CPUs */
 	char avail[320];		/* its available_clocksource, for the kernel's word on tsc */
 	/* The helper, if asked for; pid: a fork's child has none. */
 	bool helper;
-	bool leased;			/* readers held to LEASE_NS: a helper renews */
+	bool leased;			/* readers held to LEASE_NS: a helper syncs it */
 	pid_t pid;
 	pthread_t thread;
 	int stop_fd, set_fd;
@@ -183,6 +184,7 @@ static struct tsc__discipline *live, *retired;
 
 #ifdef TSC__TEST_HOOKS
 unsigned int tsc__test_wide_samples;
+int64_t tsc__test_sample_offset_ns;
 #endif
 
 /* One reading of the system's clocks, bracketed by the TSC. */
@@ -228,6 +230,10 @@ static void take_sample(struct sample *s, double ns_per_tick)
 		s->real_d = r - mid;
 		s->boot_d = b - mid;
 	}
+#ifdef TSC__TEST_HOOKS
+	s->real_d -= __atomic_load_n(&tsc__test_sample_offset_ns, __ATOMIC_RELAXED);
+	s->boot_d -= __atomic_load_n(&tsc__test_sample_offset_ns, __ATOMIC_RELAXED);
+#endif
 }
 
 /* A segment at rate ns_per_tick, mult as large as 32 bits allow. */
@@ -258,6 +264,17 @@ static uint64_t ticks_of(const struct tsc__discipline *d, double ns)
 	return (uint64_t)(ns / d->ns_per_tick);
 }
 
+/*
+ * How far past its start a clock its readers sync may be read: a period
+ * and a half, its readers syncing it a period past its start (the bound
+ * they are given; past it they take the slow path, the first of them to
+ * sync, the rest reading the page on to this).
+ */
+static uint64_t readers_stale(const struct tsc__discipline *d)
+{
+	return ticks_of(d, (double)SYNC_PERIOD_NS * 3 / 2);
+}
+
 /* Fill the page the readers are not given (odd meanwhile). */
 static void fill(struct tsc__discipline *d)
 {
@@ -278,6 +295,7 @@ static void fill(struct tsc__discipline *d)
 		.ntp_tick = (uint64_t)g->mult << (20 + 32 - g->shift),
 	};
 	uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_RELAXED) | 1;
+	uint64_t stale;
 
 	__atomic_store_n(&p->seq, seq, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
@@ -286,8 +304,13 @@ static void fill(struct tsc__discipline *d)
 	p->flags = TSCFK_CLOCK_TSC | TSC__TIMEPAGE_OWN;
 	p->generation = d->generation;
 	/* A hold is read at its start and no further. */
-	p->max_cycles = d->hold ? 0 : tsc__discipline_max_delta(d->intervals,
-								  ldexp(g->mult, -(int)g->shift));
+	stale = d->hold ? 0 : tsc__discipline_max_delta(d->intervals,
+							ldexp(g->mult, -(int)g->shift));
+	if (d->mode == TSC_DISCIPLINE_READERS) {
+		p->flags |= TSC__TIMEPAGE_READERS;
+		stale = stale < readers_stale(d) ? stale : readers_stale(d);
+	}
+	p->max_cycles = stale;
 	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELEASE);
 }
 
@@ -313,9 +336,10 @@ static void leave(struct tscfk_clock_page *p)
 }
 
 /*
- * How far past its start the readers may read the page now filled: its
- * own max_cycles (0 for a hold); synced by its readers, one period, past
- * which the first of them syncs; with a helper, the lease.
+ * The bound the readers are given for the page now filled, past which
+ * they take the slow path: its own max_cycles (0 for a hold); synced by
+ * its readers, one period, at which the first of them syncs (the page
+ * itself is read to max_cycles); with a helper, the lease.
  */
 static uint64_t page_bound(const struct tsc__discipline *d)
 {
@@ -332,39 +356,123 @@ static uint64_t page_bound(const struct tsc__discipline *d)
 	return bound;
 }
 
-/* Give the readers the filled page; leave the old one.  The TSC after. */
+/*
+ * Give the readers the filled page; leave the old one.  The TSC after,
+ * or 0 where the clock was retired meanwhile (a readers' sync under way
+ * when another thread finished the clock, which does not wait for it):
+ * the slot is the retirer's then, and the page is left too.
+ */
 static uint64_t swap(struct tsc__discipline *d)
 {
 	struct tscfk_clock_page *p = &d->pages[!d->cur].p, *old = &d->pages[d->cur].p;
-	uint64_t bound = page_bound(d);
+	const volatile struct tsc_timepage *was = (const volatile void *)old;
+	const uint64_t bound = page_bound(d);
 
 	/*
 	 * The page, the old one odd, then the bound (see
 	 * tsc__sysclock_slow_bounded()): a fast reader still holding the
 	 * old page that loads the new bound, longer, finds that page odd
 	 * and takes the slow path, rather than reading it past its own.
+	 * The first page takes the slot whatever is there: the clock's
+	 * start is no race.
 	 */
-	__atomic_store_n(d->page_slot, (const volatile struct tsc_timepage *)p, __ATOMIC_RELEASE);
+	if (!d->published)
+		__atomic_store_n(d->page_slot, (const volatile struct tsc_timepage *)p,
+				 __ATOMIC_RELEASE);
+	else if (!__atomic_compare_exchange_n(d->page_slot, &was,
+					      (const volatile struct tsc_timepage *)p, false,
+					      __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+		leave(p);
+		return 0;
+	}
+	d->published = true;
 	d->cur = !d->cur;
 	leave(old);
 	__atomic_store_n(d->bound_slot, bound, __ATOMIC_RELEASE);
-	d->bound_t = d->seg.t0 + bound;
+	d->bound_t = d->seg.t0 + (d->mode == TSC_DISCIPLINE_READERS ? p->max_cycles : bound);
 	__atomic_store_n(&d->t0_pub, d->seg.t0, __ATOMIC_RELEASE);
-	d->lapsed = false;
 	return tsc_after_stores();
 }
 
 /*
- * A hold's offsets, its start lead ns ahead of the system's MONOTONIC:
- * REALTIME there the system's (it is never held), BOOTTIME the system's
- * or what readers had from the page before, if more.
+ * What a sync sampled of the offsets of REALTIME and BOOTTIME from
+ * MONOTONIC, what the page had, and whether each moved by more than a
+ * sample's noise (a step of the system's clock; a suspend).
  */
-static void hold_offsets(struct tsc__discipline *d, int64_t lead)
-{
-	int64_t boot = d->hold_boot_d - lead;
+struct offsets {
+	int64_t real, boot;
+	int64_t real_had, boot_had;
+	bool real_step, boot_step;
+};
 
-	d->real_d = d->hold_real_d - lead;
-	d->boot_d = boot > d->hold_boot_had ? boot : d->hold_boot_had;
+static int64_t at_least(int64_t v, int64_t floor)
+{
+	return v > floor ? v : floor;
+}
+
+/*
+ * REALTIME's offset: the system's (sys), or what readers were held at
+ * (floor) where that is above it by no more than the clock's error, as
+ * the slow path holds REALTIME (tsc__clock_slow()); further above, the
+ * system's REALTIME was stepped back, and readers followed it.
+ */
+static int64_t real_at_least(int64_t sys, int64_t floor)
+{
+	return floor > sys && floor - sys <= TSC__FLOOR_MAX_NS ? floor : sys;
+}
+
+/*
+ * The offsets of a new segment starting at v0, when the system's
+ * MONOTONIC is sys and the old page at its bound held (the most its
+ * readers had): a step taken as sampled; otherwise, where readers may
+ * have left the old page for clock_gettime() (passed), no lower than the
+ * system's clocks nor than the old page at its bound (REALTIME: within
+ * its error), so that REALTIME and BOOTTIME go back no more than
+ * MONOTONIC does, whatever the sample's noise; elsewhere as they were.  A
+ * hold starts REALTIME and BOOTTIME at the system's, or no lower than
+ * readers had them.
+ */
+static void set_offsets(struct tsc__discipline *d, const struct offsets *o, uint64_t v0,
+			uint64_t sys, uint64_t held, bool passed, bool hold)
+{
+	int64_t had_lead = passed ? (int64_t)(v0 - held) : 0;
+
+	if (hold) {
+		int64_t lead = (int64_t)(v0 - sys);
+
+		d->real_d = o->real_step ? o->real - lead :
+			    real_at_least(o->real - lead, o->real_had - had_lead);
+		d->boot_d = at_least(o->boot - lead, o->boot_had - had_lead);
+	} else if (passed) {
+		d->real_d = o->real_step ? o->real : real_at_least(o->real, o->real_had - had_lead);
+		d->boot_d = o->boot_step ? o->boot : at_least(o->boot, o->boot_had - had_lead);
+	} else {
+		d->real_d = o->real_step ? o->real : o->real_had;
+		d->boot_d = o->boot_step ? o->boot : o->boot_had;
+	}
+}
+
+/* What new_segment() changes, to put back where it publishes nothing. */
+struct seg_state {
+	struct segment seg;
+	bool have_seg, hold;
+	uint32_t generation;
+	int64_t real_d, boot_d;
+};
+
+static void seg_state_save(const struct tsc__discipline *d, struct seg_state *st)
+{
+	*st = (struct seg_state){ d->seg, d->have_seg, d->hold, d->generation, d->real_d, d->boot_d };
+}
+
+static void seg_state_restore(struct tsc__discipline *d, const struct seg_state *st)
+{
+	d->seg = st->seg;
+	d->have_seg = st->have_seg;
+	d->hold = st->hold;
+	d->generation = st->generation;
+	d->real_d = st->real_d;
+	d->boot_d = st->boot_d;
 }
 
 /*
@@ -372,7 +480,9 @@ static void hold_offsets(struct tsc__discipline *d, int64_t lead)
  * one is now, or (a step) at the system's MONOTONIC, sys_ns at TSC sys_t;
  * and no lower than floor.  A hold page if hold: the readers read it at
  * its start, clock_gettime() past it, and MONOTONIC and BOOTTIME never
- * below its start.  Published.
+ * below its start.  Published, with the offsets o gives (set_offsets());
+ * false if it could not be (the writer preempted each time, or the clock
+ * retired meanwhile), and then nothing changed.
  *
  * Readers go on reading the old page until the swap, and a late one a
  * little after (done: the writer's TSC once the old page is marked).  So
@@ -388,25 +498,30 @@ static void hold_offsets(struct tsc__discipline *d, int64_t lead)
  * The old page is read to its bound and no further: readers past it read
  * clock_gettime(), MONOTONIC and BOOTTIME held at the old page's value at
  * the bound (tsc__sysclock_slow_bounded()).  Where any may have passed it
- * before the swap (the sync near or past the bound, or the lease lapsed),
+ * before the swap (the sync near or past the bound),
  * the new segment starts no lower than that value, nor than the system's,
  * sys_ns at sys_t (the sample's MONOTONIC plus its width: above what any
  * clock_gettime() before the sample gave); the latter a step forward, in
- * a new generation.
+ * a new generation where it is more than a sample's noise.
  */
-static void new_segment(struct tsc__discipline *d, double ns_per_tick, bool step,
-			uint64_t sys_t, uint64_t sys_ns, uint64_t floor, bool hold)
+static bool new_segment(struct tsc__discipline *d, double ns_per_tick, bool step,
+			uint64_t sys_t, uint64_t sys_ns, uint64_t floor, bool hold,
+			const struct offsets *o)
 {
 	uint64_t horizon = (uint64_t)(HORIZON_NS / ns_per_tick);
 	uint64_t late = (uint64_t)(LATE_READ_NS / ns_per_tick);
 	const uint64_t bound_t = d->bound_t;
-	struct segment old = d->seg;
-	bool had = d->have_seg && !step, forward = false;
+	const struct segment first = d->seg;
+	struct segment old = first;
+	bool had = d->have_seg && !step, forward = false, published = false, last = false;
+	struct seg_state good;
 
+	seg_state_save(d, &good);
 	for (int tries = 0; tries < 8; tries++) {
 		uint64_t t0 = tsc_rdtsc_ordered(), v0, done;
 		uint64_t sys = sys_ns + (uint64_t)llround((double)(int64_t)(t0 - sys_t) * ns_per_tick);
-		uint64_t held = seg_at(&old, bound_t) + FLOOR_SLACK_NS;
+		uint64_t held = seg_at(&first, bound_t) + FLOOR_SLACK_NS;
+		bool passed = had ? t0 + horizon + late >= bound_t : floor != 0;
 
 		if (!had) {
 			v0 = sys;
@@ -422,35 +537,49 @@ static void new_segment(struct tsc__discipline *d, double ns_per_tick, bool step
 			v0 = seg_at(&old, t0) + FLOOR_SLACK_NS +
 			     (gain > 0 ? (uint64_t)ceil(gain * (double)horizon) : 0);
 		}
-		if (had && (d->lapsed || t0 + horizon + late >= bound_t)) {
+		if (had && passed) {
 			v0 = held > v0 ? held : v0;
 			if (sys > v0) {
-				v0 = sys;
-				if (!forward)
+				if (!forward && sys - v0 > OFFSET_STEP_NS)
 					d->generation++;
 				forward = true;
+				v0 = sys;
 			}
 		}
 		v0 = floor > v0 ? floor : v0;
-		if (hold)
-			hold_offsets(d, (int64_t)(v0 - sys));
+		set_offsets(d, o, v0, sys, held, passed, hold);
 		d->seg = segment(t0, v0, ns_per_tick);
 		if (hold)
 			d->seg.mult = 0;	/* read anywhere, it is its start */
 		d->have_seg = true;
 		d->hold = hold;
 		fill(d);
+		last = false;
 		if (had && tsc_after_stores() + late > t0 + horizon)
 			continue;	/* preempted before the swap: again */
 		done = swap(d);
+		if (!done)
+			break;		/* retired meanwhile */
+		published = last = true;
+		seg_state_save(d, &good);
 		if (!had || done + late <= t0 + horizon ||
 		    seg_at(&old, done + late) < seg_at(&d->seg, done + late))
-			return;
+			return true;
 		/* Preempted after it: again from the later of the two. */
 		if (seg_at(&old, done + late) <= seg_at(&d->seg, done + late))
 			old = d->seg;
 	}
-	/* Never this slow eight times over: the last one stands. */
+	/*
+	 * Never this slow eight times over; the last page published stands,
+	 * and what the clock keeps says what it holds.  Where none was,
+	 * nothing changed: the readers keep the old page, and the sync says
+	 * so (-EAGAIN).  A page filled and not given is left.
+	 */
+	if (!last) {
+		leave(&d->pages[!d->cur].p);
+		seg_state_restore(d, &good);
+	}
+	return published;
 }
 
 /* The kernel withdrew tsc as a clocksource: readers to clock_gettime(). */
@@ -553,6 +682,45 @@ uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval)
 	return longest;
 }
 
+/* A CANCEL_ON_SET timer: readable (ECANCELED) when the clock is set or the system resumes. */
+static int arm_set_fd(int fd)
+{
+	struct itimerspec far = { .it_value = { .tv_sec = (time_t)1 << 40 } };
+
+	return timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &far, NULL);
+}
+
+/*
+ * A CANCEL_ON_SET timer of the clock's own, or -1 where there is none
+ * (then only a step of REALTIME larger than a sample's noise is seen).
+ */
+static int open_set_fd(void)
+{
+	int fd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+
+	if (fd >= 0 && arm_set_fd(fd)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/*
+ * Was the system's clock set, or did the system resume, since the last
+ * time this was asked (re-armed then)?  System calls only: a reader's
+ * sync asks it, in a signal handler perhaps.
+ */
+static bool clock_was_set(struct tsc__discipline *d)
+{
+	uint64_t expired;
+
+	if (d->set_fd < 0 || read(d->set_fd, &expired, sizeof(expired)) >= 0 ||
+	    errno != ECANCELED)
+		return false;
+	(void)arm_set_fd(d->set_fd);
+	return true;
+}
+
 /*
  * One sync, its caller holding the block's lock (or, synced by its
  * readers, busy): 0, or a negative errno, and *why (NULL for -EAGAIN,
@@ -564,9 +732,9 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 	/* An offset read twice moves by up to the two samples' widths. */
 	const long long offset_step = OFFSET_STEP_NS > 2 * (long long)d->max_width ?
 				      OFFSET_STEP_NS : 2 * (long long)d->max_width;
-	const int64_t boot_had = d->boot_d;
-	bool gap, suspended, reset, beyond, past, hold, stepped = false;
+	bool gap, reset, beyond, past, hold, set, ok;
 	uint64_t interval, horizon, above, held;
+	struct offsets o;
 	double rate, corr;
 	struct sample s;
 	int64_t err;
@@ -585,19 +753,35 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 		*why = "the kernel no longer offers tsc as a clocksource: the clock reads clock_gettime() now";
 		return -ENODEV;
 	}
+	/*
+	 * A step of REALTIME smaller than a sample's noise (a PTP servo's
+	 * ADJ_SETOFFSET of a microsecond) is told by the clock being set:
+	 * then REALTIME's offset is taken as sampled, however little it moved.
+	 */
+	set = clock_was_set(d) || d->clock_set;
 	take_sample(&s, d->ns_per_tick);
 	if (s.width > d->max_width) {
 		d->fail_width = s.width;
+		d->clock_set = set;	/* for the next try */
 		return -EAGAIN;
 	}
+	d->clock_set = false;
+	/*
+	 * Each offset on its own: a REALTIME step leaves BOOTTIME's be, and
+	 * BOOTTIME's moves only across a suspend.
+	 */
+	o = (struct offsets){
+		.real = s.real_d, .boot = s.boot_d, .real_had = d->real_d, .boot_had = d->boot_d,
+		.real_step = llabs(s.real_d - d->real_d) > offset_step || set,
+		.boot_step = llabs(s.boot_d - d->boot_d) > offset_step,
+	};
 	/*
 	 * The system's MONOTONIC against the TSC over half a second or
 	 * more; not across a suspend (MONOTONIC stood still, or the TSC
 	 * was reset), which only moves the starting point on.
 	 */
-	suspended = llabs(s.boot_d - d->boot_d) > offset_step;
 	reset = s.t + d->skew_ticks < d->seg.t0;
-	gap = s.t <= d->last_t || s.mono <= d->last_mono || suspended || reset;
+	gap = s.t <= d->last_t || s.mono <= d->last_mono || o.boot_step || reset;
 	if (!gap && s.mono - d->last_mono >= 500000000)
 		d->ns_per_tick = (double)(s.mono - d->last_mono) / (double)(s.t - d->last_t);
 	if (gap || s.mono - d->last_mono >= 500000000) {
@@ -605,15 +789,6 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 		d->last_mono = s.mono;
 	}
 	rate = d->ns_per_tick;
-	/* Each offset on its own: a REALTIME step leaves BOOTTIME's be. */
-	if (llabs(s.real_d - d->real_d) > offset_step) {
-		d->real_d = s.real_d;
-		stepped = true;
-	}
-	if (suspended) {
-		d->boot_d = s.boot_d;
-		stepped = true;
-	}
 	interval = gap ? 0 : s.mono - d->sync_mono;
 	d->sync_mono = s.mono;
 	d->next_ns = (int64_t)s.mono + SYNC_PERIOD_NS;
@@ -625,16 +800,12 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 	 * the bound: that is the clock now, or the system's if above.  Near
 	 * the bound, readers may leave the page before the swap: the new
 	 * page starts no lower than the system's clocks, above by the
-	 * sample's width (new_segment()), with the offsets as sampled now.
+	 * sample's width, nor than the old page at its bound (new_segment()).
 	 */
 	beyond = reset || d->hold || s.t >= d->bound_t;
-	past = beyond || d->lapsed || s.t + (uint64_t)(NEAR_BOUND_NS / rate) >= d->bound_t;
+	past = beyond || s.t + (uint64_t)(NEAR_BOUND_NS / rate) >= d->bound_t;
 	held = seg_at(&d->seg, d->bound_t) + FLOOR_SLACK_NS;
 	above = s.mono + s.width + FLOOR_SLACK_NS;
-	if (past) {
-		d->real_d = s.real_d;
-		d->boot_d = s.boot_d;
-	}
 	if (beyond)
 		err = held > s.mono ? (int64_t)(held - s.mono) : 0;
 	else
@@ -645,24 +816,23 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 	 * the clock holds still until the system's catches up, rather than
 	 * going back.
 	 */
-	hold = (suspended || reset) && err > STEP_NS;
-	if (hold) {
-		d->hold_real_d = s.real_d;
-		d->hold_boot_d = s.boot_d;
-		d->hold_boot_had = boot_had;
-	}
+	hold = (o.boot_step || reset) && err > STEP_NS;
 	if (hold || reset || err < -STEP_NS) {
 		d->generation++;
-		new_segment(d, rate, reset || !hold, s.t, past ? above : s.mono,
-			    past ? held : 0, hold);
-		if (hold)
+		ok = new_segment(d, rate, reset || !hold, s.t, past ? above : s.mono,
+				 past ? held : 0, hold, &o);
+		if (ok && hold)
 			d->next_ns = (int64_t)d->seg.v0;
-		return 0;
+	} else {
+		if (o.real_step || o.boot_step)
+			d->generation++;
+		corr = tsc__discipline_corr(err, horizon);
+		ok = new_segment(d, rate * (1 + corr), false, s.t, above, 0, false, &o);
 	}
-	if (stepped)
-		d->generation++;
-	corr = tsc__discipline_corr(err, horizon);
-	new_segment(d, rate * (1 + corr), false, s.t, above, 0, false);
+	if (!ok) {
+		*why = "sync: preempted while publishing, or the clock was finished: try again";
+		return -EAGAIN;
+	}
 	return 0;
 }
 
@@ -672,7 +842,7 @@ static int sync_locked(struct tsc__discipline *d)
 	const char *why;
 	int err = sync_core(d, &why);
 
-	if (err == -EAGAIN)
+	if (err == -EAGAIN && !why)
 		return tsc__fail(-EAGAIN, "sync: the system's clocks read %llu ns apart at best, over %llu ns: try again",
 				 (unsigned long long)d->fail_width,
 				 (unsigned long long)d->max_width);
@@ -777,68 +947,28 @@ void tsc__discipline_poll(struct tsc__discipline *d, uint64_t t)
 }
 
 /*
- * The helper's lease on the page: readers extrapolate it LEASE_NS past the
- * helper's last renewal at most, rather than three sync periods past its
- * start.  A suspend that the TSC counts through freezes the helper with
- * every other task, and MONOTONIC does not count it: after one longer than
- * the lease, every reader reads clock_gettime() (held at the page's value
- * at the bound) until the helper's sync, which the resume wakes at once,
- * instead of reading ahead by the time asleep; after a shorter one the
- * readers may read ahead by it, and the sync holds the clock still until
- * the system's catches up.  A helper starved for a second is caught the
- * same way.  Never past the segment's own bound, three periods, which
- * holds while syncs keep failing; never on a hold page, read at its
- * start only.
- *
- * A lease that ended, or ends within RENEW_MARGIN_NS, is not renewed:
- * readers past it read clock_gettime(), and a longer bound would take
- * them back to the page, below what they read.  The sync ends it.  One
- * found to have ended while the renewal was stored all the same (the
- * helper stalled between its check and its store) marks the page lapsed
- * and syncs at once, a step forward if the page is behind: true if that
- * sync was made.
+ * The helper's lease on the page: readers extrapolate it LEASE_NS past its
+ * start at most, a quarter of a second past the next sync, rather than
+ * three sync periods.  A suspend that the TSC counts through freezes the
+ * helper with every other task, and MONOTONIC does not count it: after
+ * one longer than what is left of the lease, every reader reads
+ * clock_gettime() (held at the page's value at the bound) until the
+ * helper's sync, which the resume wakes at once, instead of reading ahead
+ * by the time asleep; after a shorter one the readers may read ahead by
+ * it, and the sync holds the clock still until the system's catches up.
+ * A helper starved past the lease is caught the same way, and syncs that
+ * keep failing (retried 10 ms on, then 20, 40, 80: within the quarter
+ * second) too.  The helper wakes once a second, readers or none.
  */
-static bool renew(struct tsc__discipline *d)
-{
-	bool synced = false;
 
-	pthread_mutex_lock(&d->lock);
-	if (d->leased && d->have_seg && !d->unusable && !d->hold) {
-		const struct tscfk_clock_page *p = &d->pages[d->cur].p;
-		uint64_t now = tsc_rdtsc_ordered(), was = d->bound_t;
-		uint64_t lease = now - d->seg.t0 + ticks_of(d, LEASE_NS);
-		uint64_t margin = ticks_of(d, RENEW_MARGIN_NS);
-
-		if (now + margin < was) {
-			lease = lease < p->max_cycles ? lease : p->max_cycles;
-			__atomic_store_n(d->bound_slot, lease, __ATOMIC_RELEASE);
-			d->bound_t = d->seg.t0 + lease;
-			if (tsc_after_stores() >= was) {
-				d->lapsed = true;
-				synced = sync_locked(d) == 0;
-			}
-		}
-	}
-	pthread_mutex_unlock(&d->lock);
-	return synced;
-}
-
-/* A CANCEL_ON_SET timer: readable (ECANCELED) when the clock is set or the system resumes. */
-static int arm_set_fd(int fd)
-{
-	struct itimerspec far = { .it_value = { .tv_sec = (time_t)1 << 40 } };
-
-	return timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &far, NULL);
-}
-
-/* How long to poll: RENEW_MS at most, until due at the least. */
+/* How long to poll: until due. */
 static int poll_ms(int64_t due)
 {
 	int64_t left = due - tsc__ns_now(CLOCK_MONOTONIC);
 
 	if (left <= 0)
 		return 0;
-	return left >= RENEW_MS * 1000000LL ? RENEW_MS : (int)((left + 999999) / 1000000);
+	return left >= INT32_MAX * 1000000LL ? INT32_MAX : (int)((left + 999999) / 1000000);
 }
 
 /* When the sync just made says the next is due. */
@@ -857,7 +987,6 @@ static void *helper(void *arg)
 	struct tsc__discipline *d = arg;
 	int64_t due = tsc__ns_now(CLOCK_MONOTONIC) + SYNC_PERIOD_NS;	/* the next sync */
 	unsigned int failed = 0;	/* syncs in a row whose sample was too noisy */
-	bool stale = false;		/* the clock set, or a resume, since the last sync */
 
 	for (;;) {
 		struct pollfd fds[2] = {
@@ -874,26 +1003,22 @@ static void *helper(void *arg)
 			/* ECANCELED: the clock was set or the system resumed; re-arm, sync now. */
 			if (read(d->set_fd, &expired, sizeof(expired)) < 0)
 				(void)arm_set_fd(d->set_fd);
-			stale = true;
+			pthread_mutex_lock(&d->lock);
+			d->clock_set = true;
+			pthread_mutex_unlock(&d->lock);
 			due = tsc__ns_now(CLOCK_MONOTONIC);
 		}
-		/*
-		 * A sync that failed is tried again soon (retry_ns()), the
-		 * lease renewed meanwhile; but not a page the clock's set or
-		 * a resume made wrong: its readers go to clock_gettime() when
-		 * the lease ends.
-		 */
-		if (tsc__ns_now(CLOCK_MONOTONIC) < due) {
-			if (stale || !renew(d))
-				continue;
-		} else if (tsc__discipline_sync(d) == -EAGAIN) {
-			if (stale || !renew(d)) {
-				due = tsc__ns_now(CLOCK_MONOTONIC) + retry_ns(++failed);
-				continue;
-			}
+		if (tsc__ns_now(CLOCK_MONOTONIC) < due)
+			continue;
+#ifdef TSC__TEST_HOOKS
+		__atomic_fetch_add(&d->wakeups, 1, __ATOMIC_RELAXED);
+#endif
+		/* A sync that failed is tried again soon (retry_ns()). */
+		if (tsc__discipline_sync(d) == -EAGAIN) {
+			due = tsc__ns_now(CLOCK_MONOTONIC) + retry_ns(++failed);
+			continue;
 		}
 		failed = 0;
-		stale = false;
 		due = next_due(d);
 	}
 	return NULL;
@@ -973,11 +1098,6 @@ static int start_helper(struct tsc__discipline *d, bool inherit, char *where, si
 	d->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (d->stop_fd < 0)
 		return tsc__fail(-errno, "eventfd: %s", strerror(errno));
-	d->set_fd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (d->set_fd >= 0 && arm_set_fd(d->set_fd)) {
-		close(d->set_fd);
-		d->set_fd = -1;		/* steps are then seen within a second */
-	}
 	err = pthread_attr_init(&attr);
 	if (err) {
 		err = tsc__fail(-err, "pthread_attr_init: %s", strerror(err));
@@ -994,17 +1114,17 @@ static int start_helper(struct tsc__discipline *d, bool inherit, char *where, si
 	d->helper = true;
 	return 0;
 err_fds:
-	if (d->set_fd >= 0)
-		close(d->set_fd);
 	close(d->stop_fd);
-	d->stop_fd = d->set_fd = -1;
+	d->stop_fd = -1;
 	return err;
 }
 
 /*
  * Retire a block: no sync publishes from it again, the readers are sent
  * to clock_gettime() and its pages left (leave()); kept, never freed.  A
- * reader's sync under way is waited for: it takes microseconds.
+ * readers' sync under way is not waited for (a reader may be of any
+ * priority, or stopped): its publication fails, the slot being the
+ * retirer's (swap()).
  */
 static void retire(struct tsc__discipline *d)
 {
@@ -1013,16 +1133,15 @@ static void retire(struct tsc__discipline *d)
 
 	if (ours)
 		pthread_mutex_lock(&d->lock);
-	while (ours && d->mode == TSC_DISCIPLINE_READERS && !take_busy(d))
-		sched_yield();
-	__atomic_store_n(&d->unusable, true, __ATOMIC_RELEASE);
-	if (__atomic_load_n(d->page_slot, __ATOMIC_ACQUIRE) ==
-	    (const volatile struct tsc_timepage *)&d->pages[d->cur].p)
-		__atomic_store_n(d->page_slot, &tsc__syscall_page, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->unusable, true, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < 2; i++) {
+		const volatile struct tsc_timepage *p = (const volatile void *)&d->pages[i].p;
+
+		(void)__atomic_compare_exchange_n(d->page_slot, &p, &tsc__syscall_page, false,
+						  __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+	}
 	for (int i = 0; i < 2; i++)
 		leave(&d->pages[i].p);
-	if (ours && d->mode == TSC_DISCIPLINE_READERS)
-		drop_busy(d);
 	if (ours)
 		pthread_mutex_unlock(&d->lock);
 	pthread_mutex_lock(&blocks_lock);
@@ -1038,63 +1157,74 @@ static void retire(struct tsc__discipline *d)
 }
 
 /*
- * Before fork(): every clock its readers sync is taken from them (a
- * sync under way finishes first; one that does not within a second, a
- * reader stopped in a sync, is let be), so that the child's copy of it
- * is whole.  After it, the parent gives them back.
+ * The clock's timer, closed once no sync can read it: a retired block's
+ * syncs stop at its lock, or, synced by its readers, at busy, which a
+ * reader's sync under way holds for microseconds: a millisecond's tries
+ * (never a wait without bound), and where a reader is stopped in one,
+ * the descriptor is left open rather than closed under it.
  */
+static void close_set_fd(struct tsc__discipline *d)
+{
+	bool idle = d->mode != TSC_DISCIPLINE_READERS || d->pid != getpid();
+
+	for (int tries = 0; !idle && tries < 10000; tries++) {
+		idle = take_busy(d);
+		if (!idle)
+			__builtin_ia32_pause();
+	}
+	if (idle && d->set_fd >= 0 && d->pid == getpid()) {
+		close(d->set_fd);
+		d->set_fd = -1;
+	}
+}
+
 void tsc__discipline_fork_lock(void)
 {
 	pthread_mutex_lock(&blocks_lock);
-	for (struct tsc__discipline *d = live; d; d = d->next) {
-		int64_t until = tsc__ns_now(CLOCK_MONOTONIC) + 1000000000;
-
-		d->forked_busy = false;
-		while (d->mode == TSC_DISCIPLINE_READERS && !d->unusable &&
-		       !(d->forked_busy = take_busy(d)) && tsc__ns_now(CLOCK_MONOTONIC) < until)
-			sched_yield();
-	}
 }
 
 void tsc__discipline_fork_unlock(void)
 {
-	for (struct tsc__discipline *d = live; d; d = d->next)
-		if (d->forked_busy)
-			drop_busy(d);
 	pthread_mutex_unlock(&blocks_lock);
 }
 
 /*
  * Does the clock, a fork's child's copy, tell the child's MONOTONIC?  Its
- * page within a step of clock_gettime()'s: not where the parent moved
- * its children into a time namespace with other offsets.  A hold page
- * cannot tell.
+ * page within a step of clock_gettime()'s, or a hold no further ahead
+ * than a hold can be: not where the parent moved its children into a
+ * time namespace with other offsets.
  */
 static bool tells_our_clock(const struct tsc__discipline *d)
 {
 	int64_t sys = tsc__ns_now(CLOCK_MONOTONIC);
 	int64_t page = (int64_t)seg_at(&d->seg, tsc_rdtsc_ordered());
 
-	return !d->hold && llabs(page - sys) <= STEP_NS;
+	if (d->hold)
+		return page >= sys - STEP_NS && page - sys <= 3 * SYNC_PERIOD_NS;
+	return llabs(page - sys) <= STEP_NS;
 }
 
 /*
  * In a fork's child, the only thread: a clock its readers sync goes on
- * there, its copy whole (tsc__discipline_fork_lock()), unless the child's
- * clocks are not the parent's; every other clock's pages are left, so
- * that its readers take clock_gettime() (page_begin() waits only for a
- * page that says TSC), until it is initialised again, since the child
- * has no helper and may not sync the parent's.  Written plainly: nothing
- * else runs here, and no lock is taken that the parent's helper may have
- * held.
+ * there, unless a sync was under way in the parent at the fork (the
+ * child's copy of it is not whole) or the child's clocks are not the
+ * parent's; every other clock's pages are left, so that its readers take
+ * clock_gettime() (page_begin() waits only for a page that says TSC),
+ * until it is initialised again, since the child has no helper and may
+ * not sync the parent's.  Written plainly: nothing else runs here, and
+ * no lock is taken that the parent's helper may have held.
  */
 void tsc__discipline_forked(void)
 {
 	for (struct tsc__discipline *d = live; d; d = d->next) {
-		if (d->forked_busy && tells_our_clock(d)) {
+		if (d->mode == TSC_DISCIPLINE_READERS && !d->unusable && !d->busy &&
+		    tells_our_clock(d)) {
 			d->pid = getpid();
 			pthread_mutex_init(&d->lock, NULL);
-			drop_busy(d);
+			/* A timer of its own: the parent's, shared, tells one of the two. */
+			if (d->set_fd >= 0)
+				close(d->set_fd);
+			d->set_fd = open_set_fd();
 			continue;
 		}
 		d->unusable = true;
@@ -1102,6 +1232,11 @@ void tsc__discipline_forked(void)
 			leave(&d->pages[i].p);
 	}
 	pthread_mutex_unlock(&blocks_lock);
+}
+
+bool tsc__discipline_usable(const struct tsc__discipline *d)
+{
+	return d && !__atomic_load_n(&d->unusable, __ATOMIC_ACQUIRE);
 }
 
 int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *root,
@@ -1113,6 +1248,7 @@ int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *ro
 	char where[256] = "";
 	TSC_OPTS(fo, .sysfs_root = root, .calibrate_max_ms = 20);
 	struct tsc__discipline *d;
+	struct offsets o;
 	struct tsc_freq f;
 	struct sample s;
 	int err;
@@ -1146,7 +1282,8 @@ int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *ro
 	d->bound_slot = at->bound;
 	d->mode = mode;
 	d->pid = getpid();
-	d->stop_fd = d->set_fd = -1;
+	d->stop_fd = -1;
+	d->set_fd = open_set_fd();
 	snprintf(d->root, sizeof(d->root), "%s", root);
 	snprintf(d->avail, sizeof(d->avail),
 		 "%s/devices/system/clocksource/clocksource0/available_clocksource", root);
@@ -1169,17 +1306,31 @@ int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *ro
 		goto fail;
 	}
 	d->max_width = s.width * 4 > SAMPLE_MAX_NS ? s.width * 4 : SAMPLE_MAX_NS;
+	/* The page starts from a sample of now, not the best of the last few. */
+	{
+		struct sample now;
+
+		take_sample(&now, d->ns_per_tick);
+		if (now.width <= d->max_width)
+			s = now;
+	}
 	d->real_d = s.real_d;
 	d->boot_d = s.boot_d;
 	d->last_t = s.t;
 	d->last_mono = s.mono;
 	d->sync_mono = s.mono;
 	d->next_ns = (int64_t)s.mono + SYNC_PERIOD_NS;
-	/* The first page on a lease already: the helper renews it from its start. */
+	/* The first page on a lease already: the helper syncs within it. */
 	d->leased = with_helper;
 	/* Above any clock_gettime() before the sample: readers may have had one. */
-	new_segment(d, d->ns_per_tick, true, s.t, s.mono + s.width + FLOOR_SLACK_NS, 0, false);
-	d->due_t = d->bound_t;
+	o = (struct offsets){ .real = s.real_d, .boot = s.boot_d, .real_had = s.real_d,
+			      .boot_had = s.boot_d, .real_step = true, .boot_step = true };
+	if (!new_segment(d, d->ns_per_tick, true, s.t, s.mono + s.width + FLOOR_SLACK_NS, 0,
+			 false, &o)) {
+		err = tsc__fail(-EAGAIN, "preempted eight times while publishing the first page: try again");
+		goto fail;
+	}
+	d->due_t = d->seg.t0 + ticks_of(d, (double)SYNC_PERIOD_NS);
 	if (with_helper) {
 		err = start_helper(d, inherit, where, sizeof(where));
 		if (err)
@@ -1214,12 +1365,11 @@ void tsc__discipline_stop(struct tsc__discipline *d)
 
 		if (d->pid == getpid() && write(d->stop_fd, &one, sizeof(one)) == sizeof(one))
 			pthread_join(d->thread, NULL);
-		if (d->set_fd >= 0)
-			close(d->set_fd);
 		close(d->stop_fd);
 		d->helper = false;
 	}
 	retire(d);
+	close_set_fd(d);
 }
 
 int tsc__discipline_thread(const struct tsc__discipline *d, pthread_t *thread)
@@ -1231,6 +1381,20 @@ int tsc__discipline_thread(const struct tsc__discipline *d, pthread_t *thread)
 }
 
 #ifdef TSC__TEST_HOOKS
+/* How many times the helper woke to sync, for the unit tests. */
+unsigned int tsc__test_wakeups(const struct tsc__discipline *d)
+{
+	return __atomic_load_n(&d->wakeups, __ATOMIC_RELAXED);
+}
+
+/* The system's clock set, as the helper's timer would say, for the unit tests. */
+void tsc__test_clock_set(struct tsc__discipline *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->clock_set = true;
+	pthread_mutex_unlock(&d->lock);
+}
+
 /*
  * What a resume shows the clock, for the unit tests, which cannot
  * suspend: its page and state republished as if the TSC now read ticks

@@ -13,15 +13,16 @@
  *
  * Until it is set up, tsc__time.page is NULL and every read comes here:
  * the first to come sets it up; any other that comes meanwhile reads
- * clock_gettime() rather than wait, so that a reader in a signal handler
- * never waits for the thread it interrupted.  The frequency is a second
- * once-only setup of its own, made by the first call that needs it: the
- * clock does not (where it is disciplined, it starts from a short
- * calibration and measures the rest).
+ * clock_gettime() rather than wait (a try-lock), so that a reader in a
+ * signal handler never waits for the thread it interrupted.  Calls that
+ * are not readers (tsc_time_setup(), tsc_time_path()) wait on the lock,
+ * asleep, for a set-up under way.  The frequency is a second once-only
+ * setup of its own, made by the first call that needs it: the clock does
+ * not (where it is disciplined, it starts from a short calibration and
+ * measures the rest).
  */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <string.h>
 
 #include "internal.h"
@@ -34,15 +35,14 @@ _Static_assert(offsetof(struct tsc__time, page) == offsetof(struct tsc_sysclock,
 
 struct tsc__time tsc__time;
 
-enum { UNSET, SETTING_UP, SET };
-
 static struct {
-	int state;			/* UNSET, SETTING_UP, SET */
+	pthread_mutex_t lock;		/* held while the clock is set up */
+	bool set;			/* it was (read without the lock by readers) */
 	struct tsc_time_opts opts;	/* as tsc_time_setup() was last given */
 	enum tsc_sysclock_path path;
 	char why[512];
 	struct tsc__discipline *disc;
-} clk;
+} clk = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static struct {
 	pthread_once_t once;
@@ -61,7 +61,7 @@ static struct tsc__clock_target target(void)
 	};
 }
 
-/* Set the clock up as clk.opts says; the caller holds SETTING_UP. */
+/* Set the clock up as clk.opts says; the caller holds the lock. */
 static int set_up(void)
 {
 	const struct tsc__clock_target t = target();
@@ -75,31 +75,28 @@ static int set_up(void)
 	if (err)
 		snprintf(clk.why, sizeof(clk.why), "clock_gettime(): setting the clock up failed: %s",
 			 tsc_last_error());
+	__atomic_store_n(&clk.set, true, __ATOMIC_RELEASE);
 	return err;
 }
 
-/* Take SETTING_UP from wait (UNSET, or SET too): false if another has it. */
-static bool take(int from)
+/*
+ * The clock, set up by this thread if nobody has: true if it is; false
+ * if another thread is setting it up (wait is false: a reader, which
+ * does not wait).
+ */
+static bool ensure(bool wait)
 {
-	return __atomic_compare_exchange_n(&clk.state, &from, SETTING_UP, false,
-					   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
-}
-
-static void give_back(void)
-{
-	__atomic_store_n(&clk.state, SET, __ATOMIC_RELEASE);
-}
-
-/* The clock, set up by this thread if nobody has: true if it is. */
-static bool ensure(void)
-{
-	if (__atomic_load_n(&clk.state, __ATOMIC_ACQUIRE) == SET)
+	if (__atomic_load_n(&clk.set, __ATOMIC_ACQUIRE))
 		return true;
-	if (!take(UNSET))
+	if (wait)
+		pthread_mutex_lock(&clk.lock);
+	else if (pthread_mutex_trylock(&clk.lock))
 		return false;
-	(void)set_up();		/* a failure reads clock_gettime(), and why says so */
-	tsc__clear_error();
-	give_back();
+	if (!clk.set) {
+		(void)set_up();	/* a failure reads clock_gettime(), and why says so */
+		tsc__clear_error();
+	}
+	pthread_mutex_unlock(&clk.lock);
 	return true;
 }
 
@@ -108,7 +105,7 @@ uint64_t tsc__time_slow(int clock)
 	int saved = errno;
 	uint64_t ns;
 
-	(void)ensure();
+	(void)ensure(false);
 	ns = tsc__clock_slow(&tsc__time.page, &tsc__time.max_delta, &tsc__time.use_rdtscp,
 			     __atomic_load_n(&clk.disc, __ATOMIC_ACQUIRE), clock);
 	errno = saved;
@@ -130,12 +127,11 @@ int tsc_time_setup(const struct tsc_time_opts *opts)
 		if (o.exact_or_syscall && o.helper)
 			return tsc__fail(-EINVAL, "exact_or_syscall and helper: a helper disciplines a clock that exact_or_syscall refuses");
 	}
-	/* Not a reader: this may wait for a set-up under way on another thread. */
-	while (!take(UNSET) && !take(SET))
-		sched_yield();
+	/* Not a reader: this waits for a set-up under way on another thread. */
+	pthread_mutex_lock(&clk.lock);
 	clk.opts = o;
 	err = set_up();
-	give_back();
+	pthread_mutex_unlock(&clk.lock);
 	return err;
 }
 
@@ -143,8 +139,7 @@ enum tsc_sysclock_path tsc_time_path(const char **why)
 {
 	enum tsc_sysclock_path path;
 
-	while (!ensure())
-		sched_yield();
+	(void)ensure(true);
 	path = clk.path;
 	if (why)
 		*why = clk.why;
@@ -211,12 +206,22 @@ uint64_t tsc_khz(void)
 }
 
 /*
- * In a fork's child: the clock goes on as the child finds it (the fork
- * handlers saw to its page); a set-up that was under way on another
- * thread of the parent is not, and the child's first read makes its own.
+ * In a fork's child, the only thread: the clock goes on as the child
+ * finds it (the fork handlers saw to its page), but a disciplined one
+ * the child may not keep (a helper's, which does not run here) reads
+ * clock_gettime(), and says so.  A set-up under way on another thread of
+ * the parent is made again by the child's first read.  No lock taken, no
+ * formatting: the child of a threaded parent may call little more than
+ * async-signal-safe functions.
  */
 void tsc__time_forked(void)
 {
-	if (clk.state == SETTING_UP)
-		clk.state = UNSET;
+	static const char gone[] = "clock_gettime(): a fork's child, where the parent's disciplined clock does not run (tsc_time_setup() sets one up here)";
+
+	pthread_mutex_init(&clk.lock, NULL);
+	if (clk.disc && !tsc__discipline_usable(clk.disc)) {
+		clk.disc = NULL;
+		clk.path = TSC_SYSCLOCK_SYSCALL;
+		memcpy(clk.why, gone, sizeof(gone));
+	}
 }

@@ -114,6 +114,12 @@ int tsc__clock_setup(const struct tsc__clock_target *t, const char *root,
  */
 #define TSC__TIMEPAGE_OWN	0x8000
 /*
+ * And of one its readers sync: they are given a bound of a period, past
+ * which the first of them syncs, while the page itself may be read to its
+ * max_cycles (tsc__clock_slow()).
+ */
+#define TSC__TIMEPAGE_READERS	0x4000
+/*
  * A TSC reading more than this below an own page's cycle_last is not a
  * CPU's TSC a little behind another's (the kernel keeps them within a
  * few hundred ticks, or does not offer tsc at all) but a TSC that was
@@ -151,11 +157,19 @@ uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval);
  * it): a disciplined clock's next this-many samples read too wide to use.
  */
 extern unsigned int tsc__test_wide_samples;
+/* ... the samples' offsets of REALTIME and BOOTTIME read this much low (noise); */
+extern int64_t tsc__test_sample_offset_ns;
+/* ... and a slow-path reader pauses this many times between loading a page and its seq. */
+extern unsigned int tsc__test_slow_path_spin;
 /*
  * And a resume, as a clock sees it: a TSC reset ticks below what it
  * reads, and asleep_ns that the TSC counted and MONOTONIC did not.
  */
 void tsc__test_resume(struct tsc__discipline *d, uint64_t ticks, uint64_t asleep_ns);
+/* ... and the system's clock set (its next sync takes REALTIME's offset as sampled). */
+void tsc__test_clock_set(struct tsc__discipline *d);
+/* ... and how many times its helper woke to sync. */
+unsigned int tsc__test_wakeups(const struct tsc__discipline *d);
 /* The helper thread of a disciplined clock: 0, or -ENOENT if it has none. */
 int tsc__discipline_thread(const struct tsc__discipline *d, pthread_t *thread);
 int tsc__discipline_helper(const struct tsc_sysclock *c, pthread_t *thread);
@@ -167,6 +181,8 @@ int tsc__discipline_sync(struct tsc__discipline *d);
  */
 void tsc__discipline_poll(struct tsc__discipline *d, uint64_t t);
 void tsc__discipline_stop(struct tsc__discipline *d);
+/* Whether it still reads its own page (not finished, withdrawn, or a fork's child's). */
+bool tsc__discipline_usable(const struct tsc__discipline *d);
 /*
  * How many ticks past cycle_last the disciplined page is read: three sync
  * periods, the period the longest of intervals (ns; CONVERGE_S at least),

@@ -55,6 +55,10 @@ _Static_assert(offsetof(struct tsc_sysclock, sz) == 64, "the hot line overflowed
 
 #define PAGE_FILE	"/devices/system/cpu/tsc/clock_page"
 
+#ifdef TSC__TEST_HOOKS
+unsigned int tsc__test_slow_path_spin;
+#endif
+
 /* What a clock without a usable page reads: seq odd, no TSC. */
 const struct tsc_timepage tsc__syscall_page __attribute__((aligned(64))) = {
 	.version = TSCFK_CLOCK_PAGE_VERSION,
@@ -182,9 +186,11 @@ static int offsets_for_children(char *why, size_t size)
  * The page *where points to, loaded anew each time (a disciplined clock's
  * writer swaps pages), once its seq is even; NULL for no page (a clock
  * never initialised, zeroed), for a page not to be used (seq odd, no
- * TSC), or once *tries reaches 100000 (a write that never ends).  seq odd
- * with TSC is a write under way: wait for it, briefly; the kernel writes
- * a few dozen bytes.
+ * TSC) that *where still points to, or once *tries reaches 100000 (a
+ * write that never ends).  A page left by a swap (odd, no TSC) that
+ * *where no longer points to is skipped for the new one.  seq odd with
+ * TSC is a write under way: wait for it, briefly; the kernel writes a
+ * few dozen bytes.
  */
 static const volatile struct tsc_timepage *
 page_begin(const volatile struct tsc_timepage *const *where, uint32_t *seq, int *tries)
@@ -194,32 +200,43 @@ page_begin(const volatile struct tsc_timepage *const *where, uint32_t *seq, int 
 
 		if (!p)
 			return NULL;
+#ifdef TSC__TEST_HOOKS
+		for (unsigned int i = __atomic_load_n(&tsc__test_slow_path_spin, __ATOMIC_RELAXED);
+		     i; i--)
+			__builtin_ia32_pause();
+#endif
 		*seq = p->seq;
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (!(*seq & 1))
 			return p;
-		if (!(p->flags & TSC_TIMEPAGE_TSC))
+		if (!(p->flags & TSC_TIMEPAGE_TSC)) {
+			if (__atomic_load_n(where, __ATOMIC_ACQUIRE) != p)
+				continue;
 			return NULL;
+		}
 		__builtin_ia32_pause();
 	}
 	return NULL;
 }
 
 /*
- * One reading of a page: the TSC, the page's cycle_last, the clock, and
- * the clock at cycle_last + bound (the most a reader within the bound
- * can have had from the page); whether the page is the library's own,
- * and how far before cycle_last the TSC read, in ns (0 if not before).
+ * One reading of a page: the TSC, the page's cycle_last, the clock, the
+ * bound it is read to, and the clock at cycle_last + bound (the most a
+ * reader within the bound can have had from the page); whether the page
+ * is the library's own, and how far before cycle_last the TSC read, in
+ * ns (0 if not before).
  */
 struct page_reading {
-	uint64_t t, last, ns, at_bound, behind_ns;
+	uint64_t t, last, ns, bound, at_bound, behind_ns;
 	bool own;
 };
 
 /*
  * One reading of clock (TSC__SYSCLOCK_*) from the page *where points to,
  * the TSC read ordered (rdtscp, or lfence; rdtsc), as the fast path
- * orders: false where page_begin() gives no page.
+ * orders, bounded by bound (a page its readers sync: by its own
+ * max_cycles, bound being when they sync): false where page_begin()
+ * gives no page.
  */
 static bool read_page(const volatile struct tsc_timepage *const *where, int clock,
 		      bool rdtscp, uint64_t bound, struct page_reading *r)
@@ -228,25 +245,29 @@ static bool read_page(const volatile struct tsc_timepage *const *where, int cloc
 	uint32_t seq;
 
 	for (int tries = 0; (p = page_begin(where, &seq, &tries)); tries++) {
+		const volatile struct tscfk_clock_page *kp = (const volatile void *)p;
 		struct tscfk_clock_map m = {
 			.mult_ns = p->mult_ns, .mult = p->mult, .frac = p->frac,
 			.off = clock == TSC__SYSCLOCK_REALTIME ? p->real_off :
 			       clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off,
 		};
-		uint64_t last = p->cycle_last;
-		bool own = p->flags & TSC__TIMEPAGE_OWN;
-		uint64_t t = rdtscp ? tsc__rdtscp() : tsc_rdtsc_ordered();
+		uint64_t last = p->cycle_last, b = bound;
+		uint16_t flags = p->flags;
+		uint64_t t;
 
+		if ((flags & TSC__TIMEPAGE_READERS) && (flags & TSC__TIMEPAGE_OWN))
+			b = kp->max_cycles;
+		t = rdtscp ? tsc__rdtscp() : tsc_rdtsc_ordered();
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (p->seq == seq) {
 			/* Whole ns per tick times a gap of 2^40 and more: far enough. */
 			uint64_t gap = t < last ? last - t : 0;
 
 			*r = (struct page_reading){
-				t, last, tscfk_clock_ns(&m, last, t),
-				tscfk_clock_ns(&m, last, last + bound),
+				t, last, tscfk_clock_ns(&m, last, t), b,
+				tscfk_clock_ns(&m, last, last + b),
 				tsc_mul_frac(gap, m.mult) + (gap < (1ull << 40) ? gap : 1ull << 40) * m.mult_ns,
-				own,
+				flags & TSC__TIMEPAGE_OWN,
 			};
 			return true;
 		}
@@ -577,13 +598,22 @@ static uint64_t gettime(int clock)
  * by its error, or after a suspend by what the TSC counted and MONOTONIC
  * did not) holds there until they catch up, rather than going back.  A
  * kernel's page more than TSC__FLOOR_MAX_NS ahead is not held to: only a
- * TSC that jumped puts the system's own clock there.
+ * TSC that jumped puts the system's own clock there.  REALTIME, which the
+ * system's steps may take back, is held only on the library's own page,
+ * only by up to TSC__FLOOR_MAX_NS (its error): further ahead, the system's
+ * REALTIME was stepped back, and the reading follows it.
  *
  * A reading before the page's cycle_last counts as cycle_last, as the
  * kernel counts it (this CPU's TSC a little behind the one that wrote
  * it), but on the library's own page more than TSC__SKEW_NS before: that
  * TSC was reset (a resume from S3), and the page tells nothing of now,
- * so the reading is a stale one's.
+ * so the reading is a stale one's; and on a hold page (bound 0) any
+ * reading but its start is, whose REALTIME is the system's.
+ *
+ * A clock its readers sync gives them a bound of a period, past which
+ * they come here and the first of them syncs; the page itself is read to
+ * its own max_cycles (read_page()), so that the others need not wait for
+ * that sync, nor leave the page for clock_gettime() meanwhile.
  *
  * The bound is loaded before the page, which its writers store first
  * (release, both): a new bound comes with its new page.  An old bound
@@ -607,13 +637,14 @@ uint64_t tsc__clock_slow(const volatile struct tsc_timepage *const *page,
 	max_delta = __atomic_load_n(bound, __ATOMIC_ACQUIRE);
 	if (!read_page(page, clock, __atomic_load_n(use_rdtscp, __ATOMIC_RELAXED), max_delta, &r)) {
 		ns = gettime(clock);
-	} else if (r.t >= r.last ? r.t - r.last <= max_delta :
-		   !r.own || r.behind_ns <= TSC__SKEW_NS) {
+	} else if (r.t >= r.last ? r.t - r.last <= r.bound :
+		   !r.own || (r.bound && r.behind_ns <= TSC__SKEW_NS)) {
 		ns = r.ns;
 	} else {
 		ns = gettime(clock);
-		if (clock != TSC__SYSCLOCK_REALTIME && r.at_bound > ns &&
-		    (r.own || r.at_bound - ns <= TSC__FLOOR_MAX_NS))
+		if (r.at_bound > ns && (clock == TSC__SYSCLOCK_REALTIME ?
+					r.own && r.at_bound - ns <= TSC__FLOOR_MAX_NS :
+					r.own || r.at_bound - ns <= TSC__FLOOR_MAX_NS))
 			ns = r.at_bound;
 	}
 	errno = saved;

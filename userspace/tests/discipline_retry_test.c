@@ -3,8 +3,8 @@
  * The disciplined clock's helper when a sync's sample is too noisy to use
  * (tsc__test_wide_samples makes the next ones so): the sync is tried
  * again 10 ms on, not a period later, and after failures in a row at
- * twice the wait each time; readers keep the page meanwhile (the lease is
- * renewed).  The syncs are read off the page: each starts a segment at a
+ * twice the wait each time; readers keep the page meanwhile (its lease
+ * lasts a quarter second past the next sync's time).  The syncs are read off the page: each starts a segment at a
  * new cycle_last.
  */
 #include <time.h>
@@ -100,7 +100,7 @@ TEST_F(retry, again_soon)
 	       s, least);
 	EXPECT_LE(1.01, s);	/* a period, then the 10 ms after the failure */
 	EXPECT_GT(1.5, s);	/* a period later would be 2 s */
-	EXPECT_LT(0.0, least);	/* the lease renewed meanwhile */
+	EXPECT_LT(0.0, least);	/* the lease held meanwhile */
 }
 
 /* Four in a row: 10, 20, 40, 80 ms on, each twice the last. */
