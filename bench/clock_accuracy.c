@@ -10,8 +10,8 @@
  *                sysfs root (no page): the largest |library - system|, how
  *                often MONOTONIC went back, and after a phase began how
  *                long until every clock was within 20 us again.
- *   anchored     struct tsc_clock, tsc_now(): anchored once at the raw
- *                rate, against CLOCK_MONOTONIC.
+ *   anchored     struct tsc_clock, tsc_clock_now_unordered(): anchored once
+ *                at the raw rate, against CLOCK_MONOTONIC.
  *
  * Usage: clock_accuracy --adjust-clocks [--quick] [--assert]
  *   --adjust-clocks  required: it slews and steps this machine's clocks
@@ -192,7 +192,7 @@ static void run_phase(struct result *r, const struct tsc_sysclock *exact,
 			see_syncs(r, disc);
 		}
 		{
-			int64_t a = ns(CLOCK_MONOTONIC), v = (int64_t)tsc_now(anchored);
+			int64_t a = ns(CLOCK_MONOTONIC), v = (int64_t)tsc_clock_now_unordered(anchored);
 			int64_t b = ns(CLOCK_MONOTONIC);
 			int64_t e = v < a ? a - v : v > b ? v - b : 0;
 

@@ -39,7 +39,7 @@ static inline uint64_t rdtscp(void)
 	return ((uint64_t)hi << 32) | lo;
 }
 
-/* The end stamp Intel's guide gives, for comparison with tsc_now_ordered(). */
+/* The end stamp Intel's guide gives, for comparison with tsc_clock_now(). */
 static inline uint64_t rdtscp_lfence(void)
 {
 	uint32_t lo, hi, aux;
@@ -74,11 +74,11 @@ static uint64_t name(unsigned long n)					\
 	return acc;							\
 }
 
-LOOP(loop_rdtsc, tsc_rdtsc())
+LOOP(loop_rdtsc, tsc_ticks_unordered())
 LOOP(loop_rdtsc_lfence, tsc_rdtsc_ordered())
 LOOP(loop_rdtscp, rdtscp())
-LOOP(loop_now, tsc_now(&clk))
-LOOP(loop_now_ordered, tsc_now_ordered(&clk))
+LOOP(loop_now, tsc_clock_now_unordered(&clk))
+LOOP(loop_now_ordered, tsc_clock_now(&clk))
 LOOP(loop_clock_gettime, ns_now())
 LOOP(loop_rdtsc_start, tsc_rdtsc_start())
 LOOP(loop_now_start, tsc_now_start(&clk))
@@ -88,7 +88,7 @@ LOOP(loop_sysclock, tsc_sysclock_monotonic(&sysclock))
 LOOP(loop_disc_clock, tsc_sysclock_monotonic(&disc_clock))
 LOOP(loop_sysclock_real, tsc_sysclock_realtime(&sysclock))
 LOOP(loop_disc_real, tsc_sysclock_realtime(&disc_clock))
-LOOP(loop_rdtsc_load, tsc_rdtsc() + one_param)
+LOOP(loop_rdtsc_load, tsc_ticks_unordered() + one_param)
 
 /*
  * The exact arithmetic alone, MONOTONIC = hi64(t * mult + frac) + off, its
@@ -114,7 +114,7 @@ static inline uint64_t exact(uint64_t (*read)(void))
 LOOP(loop_page_clock_u, tsc_sysclock_monotonic_unordered(&page_clock))
 LOOP(loop_sysclock_u, tsc_sysclock_monotonic_unordered(&sysclock))
 LOOP(loop_disc_clock_u, tsc_sysclock_monotonic_unordered(&disc_clock))
-LOOP(loop_exact_rdtsc, exact(tsc_rdtsc))
+LOOP(loop_exact_rdtsc, exact(tsc_ticks_unordered))
 LOOP(loop_exact_lfence, exact(tsc_rdtsc_ordered))
 LOOP(loop_exact_rdtscp, exact(tsc__rdtscp))
 LOOP(loop_front, tsc_monotonic_ns())
@@ -130,8 +130,8 @@ static const struct variant {
 	{ "rdtsc", loop_rdtsc },
 	{ "lfence;rdtsc", loop_rdtsc_lfence },
 	{ "rdtscp", loop_rdtscp },
-	{ "tsc_now", loop_now },
-	{ "tsc_now_ordered", loop_now_ordered },
+	{ "tsc_clock_now_unordered", loop_now },
+	{ "tsc_clock_now", loop_now_ordered },
 	{ "clock_gettime(MONOTONIC)", loop_clock_gettime },
 	{ "lfence;rdtsc;lfence", loop_rdtsc_start },
 	{ "tsc_now_start", loop_now_start },
@@ -198,7 +198,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("frequency %.0f Hz from %s\n", clk.freq.hz, tsc_source_name(clk.freq.source));
-	/* tsc_now()'s own line, as a page: MONOTONIC = hi64(t * mult) + off. */
+	/* The anchored clock's own line, as a page: MONOTONIC = hi64(t * mult) + off. */
 	page = (struct tsc_timepage){ .version = 1, .flags = TSC_TIMEPAGE_TSC, .seq = 2,
 				      .mult_ns = (uint32_t)clk.conv.ns_int,
 				      .mult = clk.conv.ns_frac, .mono_off = -clk.mono_off };
@@ -247,19 +247,20 @@ int main(int argc, char **argv)
 		printf("%-30s %10.2f\n", variants[v].name, median[v]);
 	}
 	printf("ratios (%u rounds of %lu calls each, side by side):\n", rounds, n);
-	printf("  tsc_now / rdtsc                  %.3fx  (target <= 1.02)\n", median[3] / median[0]);
-	printf("  tsc_now / clock_gettime          %.3fx  (target <= 0.45)\n", median[3] / median[5]);
+	printf("  tsc_clock_now_unordered / rdtsc  %.3fx  (target <= 1.02)\n", median[3] / median[0]);
+	printf("  tsc_clock_now_unordered / clock_gettime %.3fx  (target <= 0.45)\n",
+	       median[3] / median[5]);
 	printf("  rdtsc / clock_gettime            %.3fx  (the floor for any TSC clock)\n",
 	       median[0] / median[5]);
 	printf("  rdtsc + one load / rdtsc         %.3fx  (the floor for a clock with a parameter)\n",
 	       median[14] / median[0]);
-	printf("  tsc_now_ordered / lfence;rdtsc   %.3fx\n", median[4] / median[1]);
-	printf("  tsc_now_ordered / rdtscp         %.3fx\n", median[4] / median[2]);
-	printf("  tsc_now_ordered / clock_gettime  %.3fx\n", median[4] / median[5]);
-	printf("timed-section stamps: start tsc_now_start, end tsc_now_ordered\n");
+	printf("  tsc_clock_now / lfence;rdtsc     %.3fx\n", median[4] / median[1]);
+	printf("  tsc_clock_now / rdtscp           %.3fx\n", median[4] / median[2]);
+	printf("  tsc_clock_now / clock_gettime    %.3fx\n", median[4] / median[5]);
+	printf("timed-section stamps: start tsc_now_start, end tsc_clock_now\n");
 	printf("  tsc_now_start / lfence;rdtsc;lfence  %.3fx\n", median[7] / median[6]);
 	printf("  tsc_now_start / rdtsc                %.3fx\n", median[7] / median[0]);
-	printf("  tsc_now_ordered / rdtscp;lfence      %.3fx  (the end stamp Intel's guide gives)\n",
+	printf("  tsc_clock_now / rdtscp;lfence        %.3fx  (the end stamp Intel's guide gives)\n",
 	       median[4] / median[8]);
 	printf("  start + end / clock_gettime          %.3fx  (one timed section)\n",
 	       (median[7] + median[4]) / median[5]);

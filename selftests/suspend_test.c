@@ -189,11 +189,11 @@ TEST_F(suspend, check_sees_it)
 	TH_LOG("clock from %s: %s", tsc_source_name(before.freq.source), before.freq.detail);
 	ASSERT_EQ(0, tsc_clock_check(&before)) TH_LOG("%s", tsc_last_error());
 	n = suspends();
-	tsc0 = tsc_now(&before);
+	tsc0 = tsc_clock_now(&before);
 	mono0 = sysclock_sys(SYSCLOCK_MONO);
 	err = suspend(variant, &step);
 	ASSERT_EQ(0, err) TH_LOG("%s: %s", step, strerror(-err));
-	tsc1 = tsc_now(&before);
+	tsc1 = tsc_clock_now(&before);
 	mono1 = sysclock_sys(SYSCLOCK_MONO);
 	missed = (int64_t)(tsc1 - tsc0) - (int64_t)(mono1 - mono0);
 	if (n >= 0)

@@ -34,6 +34,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * Names whose meaning the 1.3 rule contradicts (every reader is ordered
+ * unless its name ends in _unordered; a name that takes an absolute
+ * reading says so) stay, with a warning where a program uses them;
+ * TSC_NO_DEPRECATION_WARNINGS, defined before this header, silences it.
+ * The init functions' results must be checked: a clock that failed reads
+ * clock_gettime() at best.
+ */
+#ifdef TSC_NO_DEPRECATION_WARNINGS
+#define TSC__DEPRECATED(why)
+#else
+#define TSC__DEPRECATED(why) __attribute__((deprecated(why)))
+#endif
+#define TSC__MUST_CHECK __attribute__((warn_unused_result))
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -85,7 +100,7 @@ struct tsc_time_opts {
 };
 
 /* Set the clock up now, as opts says (NULL: the default); 0 or a negative errno. */
-int tsc_time_setup(const struct tsc_time_opts *opts);
+TSC__MUST_CHECK int tsc_time_setup(const struct tsc_time_opts *opts);
 
 /*
  * The macros that declare a struct (TSC_OPTS() and the others) set its sz,
@@ -296,13 +311,13 @@ int tsc_freq_get(struct tsc_freq *f, const struct tsc_opts *opts);
 /* Difference between two frequencies, in ppm of b. */
 double tsc_freq_diff_ppm(const struct tsc_freq *a, const struct tsc_freq *b);
 
-int tsc_conv_init(struct tsc_conv *c, uint64_t num, uint64_t den);
+TSC__MUST_CHECK int tsc_conv_init(struct tsc_conv *c, uint64_t num, uint64_t den);
 
 /*
  * Find the frequency (as tsc_freq_get()) and anchor the clock.  After it
  * returns, any number of threads may read the clock without locking.
  */
-int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts);
+TSC__MUST_CHECK int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts);
 
 /*
  * Is the clock still right?  0, or a negative errno with the reason, and
@@ -444,7 +459,8 @@ struct tsc_sysclock_opts {
 #endif
 
 /* 0, or a negative errno for a clock that cannot be read at all. */
-int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *opts);
+TSC__MUST_CHECK int tsc_sysclock_init(struct tsc_sysclock *c,
+				      const struct tsc_sysclock_opts *opts);
 
 /*
  * The rate, in millihertz, at which the clock counts the TSC now: on the
@@ -565,13 +581,20 @@ static inline uint64_t tsc_ns_to_ticks(const struct tsc_conv *c, uint64_t ns)
 }
 
 /* The TSC as it is, in no order with the instructions around it: fastest. */
-static inline uint64_t tsc_rdtsc(void)
+static inline uint64_t tsc__rdtsc(void)
 {
 	uint64_t t;
 
 	__asm__ __volatile__("rdtsc; shl $32, %%rdx; or %%rdx, %%rax"
 			     : "=a"(t) : : "rdx");
 	return t;
+}
+
+/* 1.0's name for tsc_ticks_unordered(): unordered, which its name does not say. */
+TSC__DEPRECATED("tsc_rdtsc() reads in no order: tsc_ticks_unordered(), or tsc_ticks() ordered")
+static inline uint64_t tsc_rdtsc(void)
+{
+	return tsc__rdtsc();
 }
 
 /*
@@ -607,62 +630,108 @@ static inline uint64_t tsc_rdtsc_start(void)
 }
 
 /*
- * The clock, in ns, from the TSC, at the rate of the TSC since the anchor
- * (tsc_clock_init(3)).  tsc_now() is the fastest: the CPU may read the TSC
- * before earlier instructions finish, loads included, so use it to stamp
- * events compared within one thread, not to time a few instructions; a
- * stamp taken after seeing another thread's may be earlier than it, which
- * tsc_now_ordered() never is.  For a timed section, tsc_now_start() at its
- * start and tsc_now_ordered() at its end: the first reads the TSC before
- * anything after it, the second after everything before it.
+ * A struct tsc_clock's time (tsc_clock_init(3)): CLOCK_MONOTONIC or
+ * CLOCK_REALTIME as at the anchor, advancing at the TSC's rate since (not
+ * NTP's), in ns.
+ *
+ * tsc_clock_at() converts an absolute TSC reading, as tsc_ticks() gives
+ * one; a difference of two is tsc_ticks_to_ns(&clk->conv, d).
+ * tsc_clock_now() and tsc_clock_realtime() read the TSC once every
+ * earlier load has completed, so that a stamp taken after seeing another
+ * thread's is never earlier (the end of a timed section, too);
+ * tsc_now_start() reads it before anything after it as well (the start
+ * of one); the _unordered readers read it in no order, for stamps
+ * compared within one thread.  A clock whose tsc_clock_init() failed
+ * (1.3) reads clock_gettime() through them, not 0.
  */
-/*
- * The clock's time at which the TSC read 'ticks': CLOCK_MONOTONIC's at the
- * anchor, advancing at the TSC's rate since (not NTP's).
- */
+static inline uint64_t tsc_clock_at(const struct tsc_clock *clk, uint64_t reading)
+{
+	return tsc_ticks_to_ns(&clk->conv, reading) - clk->mono_off;
+}
+
+/* 1.0's name for tsc_clock_at(), which said "ns" and took "ticks". */
+TSC__DEPRECATED("tsc_clock_ns() takes an absolute TSC reading: tsc_clock_at(); a tick delta: tsc_ticks_to_ns(&clk->conv, d)")
 static inline uint64_t tsc_clock_ns(const struct tsc_clock *clk, uint64_t ticks)
 {
-	return tsc_ticks_to_ns(&clk->conv, ticks) - clk->mono_off;
+	return tsc_clock_at(clk, ticks);
 }
+
+#define TSC__READ_UNORDERED	0
+#define TSC__READ_ORDERED	1
+#define TSC__READ_START		2
 
 /*
- * The clocks ask whether a tick lasts a whole ns or more before they read
- * the TSC, not after: then no register has to live across the read.  At
- * 1 GHz and up (every x86-64 CPU but a few embedded parts) what is left is
- * one multiplication, which the out-of-order core overlaps with rdtsc:
- * now_bench measures tsc_now() at the cost of a bare rdtsc.  Both paths
- * give the same result.
+ * The readers' way out of their fast path: a TSC under 1 GHz (a tick a
+ * whole ns or more), or a clock whose init failed (no conversion at all),
+ * which reads clock_gettime(): not for calling directly (1.3).
  */
-static inline uint64_t tsc_now(const struct tsc_clock *clk)
+uint64_t tsc__clock_read_slow(const struct tsc_clock *clk, int realtime, int how);
+
+/*
+ * The clocks ask whether a tick lasts a whole ns or more, or the clock
+ * has no conversion, before they read the TSC, not after: then no
+ * register has to live across the read.  At 1 GHz and up (every x86-64
+ * CPU but a few embedded parts) what is left is one multiplication,
+ * which the out-of-order core overlaps with rdtsc: now_bench measures
+ * the unordered read at the cost of a bare rdtsc.  Both paths give the
+ * same result.
+ */
+static inline uint64_t tsc__clock_read(const struct tsc_clock *clk, int realtime, int how)
 {
-	if (__builtin_expect(clk->conv.ns_int != 0, 0))
-		return tsc_clock_ns(clk, tsc_rdtsc());
-	return tsc_mul_frac(tsc_rdtsc(), clk->conv.ns_frac) - clk->mono_off;
+	uint64_t t;
+
+	if (__builtin_expect(clk->conv.ns_int != 0 || clk->conv.ns_frac == 0, 0))
+		return tsc__clock_read_slow(clk, realtime, how);
+	t = how == TSC__READ_UNORDERED ? tsc__rdtsc() :
+	    how == TSC__READ_ORDERED ? tsc_rdtsc_ordered() : tsc_rdtsc_start();
+	return tsc_mul_frac(t, clk->conv.ns_frac) - (realtime ? clk->real_off : clk->mono_off);
 }
 
-static inline uint64_t tsc_now_ordered(const struct tsc_clock *clk)
+static inline uint64_t tsc_clock_now(const struct tsc_clock *clk)
 {
-	if (__builtin_expect(clk->conv.ns_int != 0, 0))
-		return tsc_clock_ns(clk, tsc_rdtsc_ordered());
-	return tsc_mul_frac(tsc_rdtsc_ordered(), clk->conv.ns_frac) - clk->mono_off;
+	return tsc__clock_read(clk, 0, TSC__READ_ORDERED);
 }
 
+static inline uint64_t tsc_clock_now_unordered(const struct tsc_clock *clk)
+{
+	return tsc__clock_read(clk, 0, TSC__READ_UNORDERED);
+}
+
+/* Its CLOCK_REALTIME: it follows no later step or slewing of the system's. */
+static inline uint64_t tsc_clock_realtime(const struct tsc_clock *clk)
+{
+	return tsc__clock_read(clk, 1, TSC__READ_ORDERED);
+}
+
+static inline uint64_t tsc_clock_realtime_unordered(const struct tsc_clock *clk)
+{
+	return tsc__clock_read(clk, 1, TSC__READ_UNORDERED);
+}
+
+/* The start of a timed section: the TSC read before anything after it too. */
 static inline uint64_t tsc_now_start(const struct tsc_clock *clk)
 {
-	if (__builtin_expect(clk->conv.ns_int != 0, 0))
-		return tsc_clock_ns(clk, tsc_rdtsc_start());
-	return tsc_mul_frac(tsc_rdtsc_start(), clk->conv.ns_frac) - clk->mono_off;
+	return tsc__clock_read(clk, 0, TSC__READ_START);
 }
 
-/*
- * CLOCK_REALTIME in ns as of the anchor, advancing at the TSC's rate: it
- * does not follow later steps or NTP slewing of the system clock.
- */
+/* 1.0's name for tsc_clock_now(), the end of a timed section. */
+static inline uint64_t tsc_now_ordered(const struct tsc_clock *clk)
+{
+	return tsc__clock_read(clk, 0, TSC__READ_ORDERED);
+}
+
+/* 1.0's name for tsc_clock_now_unordered(): unordered, which its name does not say. */
+TSC__DEPRECATED("tsc_now() reads in no order: tsc_clock_now_unordered(), or tsc_clock_now() ordered")
+static inline uint64_t tsc_now(const struct tsc_clock *clk)
+{
+	return tsc__clock_read(clk, 0, TSC__READ_UNORDERED);
+}
+
+/* 1.0's name for tsc_clock_realtime_unordered(). */
+TSC__DEPRECATED("tsc_now_realtime() reads in no order: tsc_clock_realtime_unordered(), or tsc_clock_realtime() ordered")
 static inline uint64_t tsc_now_realtime(const struct tsc_clock *clk)
 {
-	if (__builtin_expect(clk->conv.ns_int != 0, 0))
-		return tsc_ticks_to_ns(&clk->conv, tsc_rdtsc()) - clk->real_off;
-	return tsc_mul_frac(tsc_rdtsc(), clk->conv.ns_frac) - clk->real_off;
+	return tsc__clock_read(clk, 1, TSC__READ_UNORDERED);
 }
 
 /*
@@ -730,7 +799,7 @@ static inline int tsc__page_read(const volatile struct tsc_timepage *p, uint32_t
 		      clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
 		last = p->cycle_last;
 		if (!ordered)
-			t = tsc_rdtsc();
+			t = tsc__rdtsc();
 		else if (use_rdtscp)
 			t = tsc__rdtscp();
 		else
@@ -873,7 +942,7 @@ static inline uint64_t tsc_ticks(void)
 
 static inline uint64_t tsc_ticks_unordered(void)
 {
-	return tsc_rdtsc();
+	return tsc__rdtsc();
 }
 
 #ifdef __cplusplus

@@ -38,7 +38,7 @@ static int anchor(clockid_t id, uint64_t *ticks, uint64_t *ns)
 	return 0;
 }
 
-/* The clock's ABI (1.0): what tsc_now() reads in the first cache line. */
+/* The clock's ABI (1.0): what its readers read in the first cache line. */
 _Static_assert(offsetof(struct tsc_clock, conv) == 0 &&
 	       offsetof(struct tsc_clock, mono_off) == 32 &&
 	       offsetof(struct tsc_clock, real_off) == 40 &&
@@ -96,6 +96,22 @@ int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts)
 		err = anchor_at(clk, CLOCK_BOOTTIME, &off, &clk->base_boot_ns);
 	tsc__clocksource(NULL, clk->clocksource, sizeof(clk->clocksource));
 	return err;
+}
+
+/*
+ * A clock with a whole ns or more per tick, read as the fast path would
+ * (tsc_clock_at()); or one with no conversion at all, whose init failed
+ * or never ran: clock_gettime(), rather than the 0 its arithmetic gives.
+ */
+uint64_t tsc__clock_read_slow(const struct tsc_clock *clk, int realtime, int how)
+{
+	uint64_t t;
+
+	if (!clk->conv.ns_int && !clk->conv.ns_frac)
+		return (uint64_t)tsc__ns_now(realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC);
+	t = how == TSC__READ_UNORDERED ? tsc__rdtsc() :
+	    how == TSC__READ_ORDERED ? tsc_rdtsc_ordered() : tsc_rdtsc_start();
+	return tsc_ticks_to_ns(&clk->conv, t) - (realtime ? clk->real_off : clk->mono_off);
 }
 
 int64_t tsc__ns_now(clockid_t id)

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The clock: tsc_now() follows CLOCK_MONOTONIC, tsc_now_realtime()
- * CLOCK_REALTIME, both flavours never go backwards in a thread, a reading
- * before the anchor does not wrap, many threads read it at once, and the
- * fast path for 1 GHz and up says what the general one does.
+ * The clock: tsc_clock_now() follows CLOCK_MONOTONIC, tsc_clock_realtime()
+ * CLOCK_REALTIME, every flavour never goes backwards in a thread, a
+ * reading before the anchor does not wrap, many threads read it at once,
+ * and the fast path for 1 GHz and up says what the general one does.  A
+ * clock whose init failed reads clock_gettime().  The names of 1.0 that
+ * 1.3 deprecates still read the same (hence no deprecation warnings
+ * here).
  */
+#define TSC_NO_DEPRECATION_WARNINGS
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -51,7 +55,7 @@ TEST_F(clock, follows_the_system_clocks)
 	uint64_t now = tsc_now_ordered(&clk);
 	uint64_t after = clock_ns(CLOCK_MONOTONIC);
 	uint64_t real = clock_ns(CLOCK_REALTIME);
-	uint64_t tsc_real = tsc_now_realtime(&clk);
+	uint64_t tsc_real = tsc_clock_realtime_unordered(&clk);
 	uint64_t raw0, raw1, t0, t1;
 
 	TH_LOG("monotonic: %lld ns before, %lld after; realtime %+lld ns",
@@ -81,7 +85,7 @@ TEST_F(clock, follows_the_system_clocks)
 		int64_t allowed = (int64_t)(since / 2000) + 20000;
 		uint64_t mono = clock_ns(CLOCK_MONOTONIC), ours = tsc_now_ordered(&clk);
 		uint64_t boot = clock_ns(CLOCK_BOOTTIME) - (clk.base_boot_ns - clk.base_mono_ns);
-		uint64_t ours_real = tsc_now_realtime(&clk), sys_real = clock_ns(CLOCK_REALTIME);
+		uint64_t ours_real = tsc_clock_realtime_unordered(&clk), sys_real = clock_ns(CLOCK_REALTIME);
 
 		TH_LOG("%.0f ms after the anchor: %+lld ns from MONOTONIC, %+lld from BOOTTIME, realtime %+lld (allowed %lld)",
 		       since / 1e6, (long long)diff(ours, mono), (long long)diff(ours, boot),
@@ -94,11 +98,11 @@ TEST_F(clock, follows_the_system_clocks)
 
 TEST_F(clock, never_backwards_in_a_thread)
 {
-	uint64_t last = tsc_now(&clk), last_o = tsc_now_ordered(&clk);
+	uint64_t last = tsc_clock_now_unordered(&clk), last_o = tsc_now_ordered(&clk);
 	uint64_t last_s = tsc_now_start(&clk);
 
 	for (int i = 0; i < 1000000; i++) {
-		uint64_t now = tsc_now(&clk), now_o = tsc_now_ordered(&clk);
+		uint64_t now = tsc_clock_now_unordered(&clk), now_o = tsc_now_ordered(&clk);
 		uint64_t now_s = tsc_now_start(&clk);
 
 		ASSERT_LE(last, now);
@@ -119,20 +123,20 @@ TEST_F(clock, readings_around_the_anchor)
 {
 	uint64_t base = clk.base_mono_ns, back = tsc_ns_to_ticks(&clk.conv, 1000);
 
-	EXPECT_EQ(base, tsc_clock_ns(&clk, clk.base_ticks));
-	EXPECT_GE(2, llabs(diff(base - 1000, tsc_clock_ns(&clk, clk.base_ticks - back))));
-	EXPECT_GE(2, llabs(diff(base + 1000, tsc_clock_ns(&clk, clk.base_ticks + back))));
-	EXPECT_GE(1, llabs(diff(base, tsc_clock_ns(&clk, clk.base_ticks - 1))));
-	EXPECT_GE(1, llabs(diff(base, tsc_clock_ns(&clk, clk.base_ticks + 1))));
+	EXPECT_EQ(base, tsc_clock_at(&clk, clk.base_ticks));
+	EXPECT_GE(2, llabs(diff(base - 1000, tsc_clock_at(&clk, clk.base_ticks - back))));
+	EXPECT_GE(2, llabs(diff(base + 1000, tsc_clock_at(&clk, clk.base_ticks + back))));
+	EXPECT_GE(1, llabs(diff(base, tsc_clock_at(&clk, clk.base_ticks - 1))));
+	EXPECT_GE(1, llabs(diff(base, tsc_clock_at(&clk, clk.base_ticks + 1))));
 	/* One second on, one second more, to the ppm of the frequency. */
 	EXPECT_GE(1, llabs(diff(base + 1000000000,
-				tsc_clock_ns(&clk, clk.base_ticks +
+				tsc_clock_at(&clk, clk.base_ticks +
 					     tsc_ns_to_ticks(&clk.conv, 1000000000)))));
 }
 
 /*
  * The latest reading any thread published.  A thread reads the clock
- * after it loads this (tsc_now_ordered() fences the load first) and
+ * after it loads this (tsc_clock_now() fences the load first) and
  * publishes its reading after taking it (the store needs the value): a
  * reading smaller than what it loaded went back in time across threads.
  */
@@ -184,7 +188,7 @@ TEST_F(clock, many_threads_at_once)
  * is a whole ns or more: 600 MHz is an embedded AMD G-T16R's TSC, 999.999
  * MHz the slowest with ns_int 1.  On either path every reading must lie
  * between the conversions, by their definition, of ordered reads around
- * it.  tsc_now()'s own read may pass the ordered one before it by a few
+ * it.  tsc_clock_now_unordered()'s own read may pass the ordered one before it by a few
  * cycles: 1 us of slack.  Taking the wrong path is off by whole seconds.
  */
 static void readings_match_the_definition(struct __test_metadata *_metadata,
@@ -201,18 +205,65 @@ static void readings_match_the_definition(struct __test_metadata *_metadata,
 	for (int i = 0; i < 1000; i++) {
 		uint64_t t0 = tsc_rdtsc_ordered();
 		uint64_t start = tsc_now_start(&c);
-		uint64_t now = tsc_now(&c), ordered = tsc_now_ordered(&c);
-		uint64_t real = tsc_now_realtime(&c);
+		uint64_t now = tsc_clock_now_unordered(&c), ordered = tsc_now_ordered(&c);
+		uint64_t real = tsc_clock_realtime_unordered(&c), real_o = tsc_clock_realtime(&c);
 		uint64_t t1 = tsc_rdtsc_ordered();
 
-		ASSERT_LE(tsc_clock_ns(&c, t0), start);
+		ASSERT_LE(tsc_clock_at(&c, t0), start);
 		ASSERT_GE(ordered, start);
-		ASSERT_LE(tsc_clock_ns(&c, t0), ordered);
-		ASSERT_GE(tsc_clock_ns(&c, t1), ordered);
-		ASSERT_LE(tsc_clock_ns(&c, t0) - 1000, now);
-		ASSERT_GE(tsc_clock_ns(&c, t1), now);
+		ASSERT_LE(tsc_clock_at(&c, t0), ordered);
+		ASSERT_GE(tsc_clock_at(&c, t1), ordered);
+		ASSERT_LE(tsc_clock_at(&c, t0) - 1000, now);
+		ASSERT_GE(tsc_clock_at(&c, t1), now);
 		ASSERT_LE(tsc_ticks_to_ns(&c.conv, t0) - c.real_off - 1000, real);
 		ASSERT_GE(tsc_ticks_to_ns(&c.conv, t1) - c.real_off, real);
+		ASSERT_LE(tsc_ticks_to_ns(&c.conv, t0) - c.real_off, real_o);
+		ASSERT_GE(tsc_ticks_to_ns(&c.conv, t1) - c.real_off, real_o);
+	}
+}
+
+/*
+ * A clock whose init failed (here: the sysfs source asked for, and no
+ * file) reads clock_gettime(), through each of its readers; 1.2's read 0.
+ */
+TEST(a_failed_clock_reads_clock_gettime)
+{
+	static const clockid_t ids[] = { CLOCK_MONOTONIC, CLOCK_MONOTONIC, CLOCK_REALTIME,
+					 CLOCK_REALTIME, CLOCK_MONOTONIC };
+	TSC_CLOCK(c);
+	char dir[64];
+	TSC_OPTS(o, .source = TSC_SOURCE_SYSFS, .sysfs_root = dir);
+
+	fake_root(_metadata, dir, sizeof(dir), 0);
+	EXPECT_EQ(-ENOENT, tsc_clock_init(&c, &o));
+	remove_root(dir);
+	for (int k = 0; k < 5; k++) {
+		uint64_t a = clock_ns(ids[k]);
+		uint64_t v = k == 0 ? tsc_clock_now(&c) : k == 1 ? tsc_clock_now_unordered(&c) :
+			     k == 2 ? tsc_clock_realtime(&c) : k == 3 ?
+			     tsc_clock_realtime_unordered(&c) : tsc_now_start(&c);
+		uint64_t b = clock_ns(ids[k]);
+
+		EXPECT_TRUE(a <= v && v <= b) TH_LOG("reader %d: %llu, not within %llu..%llu", k,
+						     (unsigned long long)v, (unsigned long long)a,
+						     (unsigned long long)b);
+	}
+}
+
+/* 1.0's names, which 1.3 deprecates: the same as their 1.3 ones. */
+TEST_F(clock, the_old_names_read_the_same)
+{
+	for (int i = 0; i < 1000; i++) {
+		uint64_t a = tsc_clock_now(&clk), now = tsc_now(&clk), o = tsc_now_ordered(&clk);
+		uint64_t b = tsc_clock_now(&clk);
+		uint64_t ra = tsc_clock_realtime(&clk), r = tsc_now_realtime(&clk);
+		uint64_t rb = tsc_clock_realtime(&clk), t = tsc_ticks();
+
+		ASSERT_TRUE(a - 1000 <= now && now <= b) TH_LOG("tsc_now()");
+		ASSERT_TRUE(a <= o && o <= b) TH_LOG("tsc_now_ordered()");
+		ASSERT_TRUE(ra - 1000 <= r && r <= rb) TH_LOG("tsc_now_realtime()");
+		ASSERT_EQ(tsc_clock_at(&clk, t), tsc_clock_ns(&clk, t));
+		ASSERT_LE(t - 1000000, tsc_rdtsc());
 	}
 }
 

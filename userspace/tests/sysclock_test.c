@@ -139,7 +139,7 @@ TEST_F(page, readings_before_cycle_last)
 	struct tscfk_clock_map real;
 	uint64_t want;
 
-	self->p.cycle_last = tsc_rdtsc() + (1ull << 40);
+	self->p.cycle_last = tsc_ticks_unordered() + (1ull << 40);
 	self->p.frac = 0xffffffffffffffffull;
 	publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, init(&c, self->dir));
@@ -211,14 +211,14 @@ TEST_F(page, stale_past_max_cycles)
 		self->p.mult_ns = mult_ns;
 		/* Seconds of the TSC at any rate: no preemption makes a fresh page stale. */
 		self->p.max_cycles = 1ull << 34;
-		self->p.cycle_last = tsc_rdtsc() - (1ull << 35);
+		self->p.cycle_last = tsc_ticks_unordered() - (1ull << 35);
 		publish(_metadata, self->path, &self->p);
 		ASSERT_EQ(0, init(&c, self->dir)) TH_LOG("%s", tsc_last_error());
 		EXPECT_EQ(1ull << 34, c.max_delta);
 		EXPECT_TRUE(reads_realtime(&c)) TH_LOG("mult_ns %u: the stale page was read", mult_ns);
 		EXPECT_LE(now(CLOCK_MONOTONIC), tsc_sysclock_monotonic(&c));
 		/* Moved on: the page again. */
-		self->p.cycle_last = tsc_rdtsc() - (1ull << 20);
+		self->p.cycle_last = tsc_ticks_unordered() - (1ull << 20);
 		self->p.seq += 2;
 		publish(_metadata, self->path, &self->p);
 		EXPECT_FALSE(reads_realtime(&c)) TH_LOG("mult_ns %u: a fresh page was not read", mult_ns);
@@ -239,12 +239,12 @@ TEST_F(page, stale_on_a_version_1_page)
 	self->p.version = 1;
 	self->p.max_cycles = 1;		/* not there in layout 1: ignored */
 	self->p.kernel_mult = mult;
-	self->p.cycle_last = tsc_rdtsc() - 2 * bound;
+	self->p.cycle_last = tsc_ticks_unordered() - 2 * bound;
 	publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, init(&c, self->dir)) TH_LOG("%s", tsc_last_error());
 	EXPECT_EQ(bound, c.max_delta);
 	EXPECT_TRUE(reads_realtime(&c));
-	self->p.cycle_last = tsc_rdtsc() - bound / 2;
+	self->p.cycle_last = tsc_ticks_unordered() - bound / 2;
 	self->p.seq += 2;
 	publish(_metadata, self->path, &self->p);
 	EXPECT_FALSE(reads_realtime(&c));
@@ -433,7 +433,7 @@ TEST_F(page, stale_and_ahead_holds_monotonic_within_its_limit)
 
 	self->p.version = 2;
 	self->p.max_cycles = bound;
-	self->p.cycle_last = tsc_rdtsc() - 2 * bound;
+	self->p.cycle_last = tsc_ticks_unordered() - 2 * bound;
 	at.mult = self->p.mult;
 	at.frac = self->p.frac;
 	base = tscfk_clock_ns(&at, self->p.cycle_last, self->p.cycle_last + bound);

@@ -390,7 +390,7 @@ int main(int argc, char **argv)
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += (time_t)runtime + 1;
 		atomic_store_explicit(&go, true, memory_order_release);
-		while ((int64_t)(tsc_rdtsc() - end) < 0) {
+		while ((int64_t)(tsc_ticks_unordered() - end) < 0) {
 			if (sem_clockwait(&refill, CLOCK_MONOTONIC, &until) && errno == ETIMEDOUT)
 				break;
 			for (int i = 0; i < n; i++)
@@ -504,7 +504,7 @@ dump:
 			for (const struct chunk *c = sp[i].head; c; c = c->next)
 				for (uint32_t k = 0; k < c->used; k++) {
 					fprintf(out, "%d %llu %llu ", sp[i].cpu,
-						(unsigned long long)tsc_clock_ns(&clk, c->ev[k].start),
+						(unsigned long long)tsc_clock_at(&clk, c->ev[k].start),
 						(unsigned long long)tsc_ticks_to_ns(&clk.conv, c->ev[k].ticks));
 					jitter_dump_causes(out, c->ev[k].causes);
 				}
