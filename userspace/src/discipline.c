@@ -438,7 +438,12 @@ static void set_offsets(struct tsc__discipline *d, const struct offsets *o, uint
 	int64_t had_lead = passed ? (int64_t)(v0 - held) : 0;
 
 	if (hold) {
-		int64_t lead = (int64_t)(v0 - sys);
+		/*
+		 * The system's at the start, and as far on as the swap may
+		 * be (a reader that takes the hold with the old page's bound
+		 * reads it there, for REALTIME and BOOTTIME too).
+		 */
+		int64_t lead = (int64_t)(v0 - sys) - (HORIZON_NS + LATE_READ_NS);
 
 		d->real_d = o->real_step ? o->real - lead :
 			    real_at_least(o->real - lead, o->real_had - had_lead);
@@ -735,9 +740,9 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 	bool gap, reset, beyond, past, hold, set, ok;
 	uint64_t interval, horizon, above, held;
 	struct offsets o;
-	double rate, corr;
 	struct sample s;
 	int64_t err;
+	double rate;
 
 	*why = NULL;
 	if (d->unusable) {
@@ -814,9 +819,9 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 	 * Ahead by more than a step after a suspend (which the TSC counted
 	 * and MONOTONIC did not, or a reset): readers may have had it, so
 	 * the clock holds still until the system's catches up, rather than
-	 * going back.
+	 * going back; a hold synced before that holds on.
 	 */
-	hold = (o.boot_step || reset) && err > STEP_NS;
+	hold = (o.boot_step || reset) ? err > STEP_NS : d->hold && err > 0;
 	if (hold || reset || err < -STEP_NS) {
 		d->generation++;
 		ok = new_segment(d, rate, reset || !hold, s.t, past ? above : s.mono,
@@ -824,9 +829,10 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 		if (ok && hold)
 			d->next_ns = (int64_t)d->seg.v0;
 	} else {
+		double corr = tsc__discipline_corr(err, horizon);
+
 		if (o.real_step || o.boot_step)
 			d->generation++;
-		corr = tsc__discipline_corr(err, horizon);
 		ok = new_segment(d, rate * (1 + corr), false, s.t, above, 0, false, &o);
 	}
 	if (!ok) {

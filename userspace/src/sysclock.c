@@ -186,11 +186,12 @@ static int offsets_for_children(char *why, size_t size)
  * The page *where points to, loaded anew each time (a disciplined clock's
  * writer swaps pages), once its seq is even; NULL for no page (a clock
  * never initialised, zeroed), for a page not to be used (seq odd, no
- * TSC) that *where still points to, or once *tries reaches 100000 (a
- * write that never ends).  A page left by a swap (odd, no TSC) that
- * *where no longer points to is skipped for the new one.  seq odd with
- * TSC is a write under way: wait for it, briefly; the kernel writes a
- * few dozen bytes.
+ * TSC) that *where still points to, unchanged, or once *tries reaches
+ * 100000 (a write that never ends).  A page left by a swap (odd, no TSC)
+ * that *where no longer points to, or that was written again since its
+ * seq was read (refilled, and perhaps given back), is read afresh.  seq
+ * odd with TSC is a write under way: wait for it, briefly; the kernel
+ * writes a few dozen bytes.
  */
 static const volatile struct tsc_timepage *
 page_begin(const volatile struct tsc_timepage *const *where, uint32_t *seq, int *tries)
@@ -207,10 +208,15 @@ page_begin(const volatile struct tsc_timepage *const *where, uint32_t *seq, int 
 #endif
 		*seq = p->seq;
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (!(*seq & 1))
-			return p;
-		if (!(p->flags & TSC_TIMEPAGE_TSC)) {
+		/* Even, and still the one given: not one a sync filled and has yet to give. */
+		if (!(*seq & 1)) {
 			if (__atomic_load_n(where, __ATOMIC_ACQUIRE) != p)
+				continue;
+			return p;
+		}
+		if (!(p->flags & TSC_TIMEPAGE_TSC)) {
+			if (__atomic_load_n(where, __ATOMIC_ACQUIRE) != p ||
+			    __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE) != *seq)
 				continue;
 			return NULL;
 		}
@@ -235,8 +241,10 @@ struct page_reading {
  * One reading of clock (TSC__SYSCLOCK_*) from the page *where points to,
  * the TSC read ordered (rdtscp, or lfence; rdtsc), as the fast path
  * orders, bounded by bound (a page its readers sync: by its own
- * max_cycles, bound being when they sync): false where page_begin()
- * gives no page.
+ * max_cycles, bound being when they sync; any other of the library's own
+ * pages: by its own too where that is less, so that a bound loaded
+ * before a swap to a hold, a page of bound 0, is not the hold's): false
+ * where page_begin() gives no page.
  */
 static bool read_page(const volatile struct tsc_timepage *const *where, int clock,
 		      bool rdtscp, uint64_t bound, struct page_reading *r)
@@ -255,7 +263,8 @@ static bool read_page(const volatile struct tsc_timepage *const *where, int cloc
 		uint16_t flags = p->flags;
 		uint64_t t;
 
-		if ((flags & TSC__TIMEPAGE_READERS) && (flags & TSC__TIMEPAGE_OWN))
+		if ((flags & TSC__TIMEPAGE_OWN) &&
+		    ((flags & TSC__TIMEPAGE_READERS) || kp->max_cycles < b))
 			b = kp->max_cycles;
 		t = rdtscp ? tsc__rdtscp() : tsc_rdtsc_ordered();
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
