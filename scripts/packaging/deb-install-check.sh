@@ -243,10 +243,11 @@ check_library() {
 
 		if (tsc_clock_init(&clk, NULL))
 			return fprintf(stderr, "%s\n", tsc_last_error()), 1;
-		a = tsc_now(&clk);
-		b = tsc_now(&clk);
-		printf("%s %.0f Hz\n", tsc_source_name(clk.freq.source), clk.freq.hz);
-		return b < a;
+		a = tsc_clock_now(&clk);
+		b = tsc_monotonic_ns();
+		printf("%s %.0f Hz, %llu kHz\n", tsc_source_name(clk.freq.source), clk.freq.hz,
+		       (unsigned long long)tsc_khz());
+		return tsc_clock_now(&clk) < a || tsc_monotonic_ns() < b;
 	}
 	EOF
 	# shellcheck disable=SC2046 # pkg-config's words are separate arguments

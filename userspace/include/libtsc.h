@@ -753,8 +753,9 @@ static inline uint64_t tsc__rdtscp(void)
  * before the rdtsc, so that nothing waits for the reading but the
  * arithmetic; the sequence count is checked again after it.  No page (a
  * clock never initialised), seq odd (a write under way, or a page not to
- * be used) and a TSC under 1 GHz leave the fast path for
- * tsc__sysclock_slow_bounded().  On x86 loads are not reordered with loads: a
+ * be used), a page no longer the clock's (a disciplined clock's, which a
+ * sync may write again before it gives it back) and a TSC under 1 GHz
+ * leave the fast path for tsc__sysclock_slow_bounded().  On x86 loads are not reordered with loads: a
  * compiler barrier is the acquire the reads need.
  *
  * The ordered readers read the TSC only once every earlier load has
@@ -776,12 +777,20 @@ static inline uint64_t tsc__rdtscp(void)
 #define TSC__SYSCLOCK_BOOTTIME	2
 
 /*
- * One reading from page p, bounded by max_delta: 1 and *ns, or 0 where
- * the slow path must read (see above).
+ * One reading from the page *slot gives, bounded by *bound: 1 and *ns, or
+ * 0 where the slow path must read (see above).  The bound is loaded
+ * before the page, which their writers store the other way round
+ * (tsc__sysclock_slow_bounded()); and the page, once its seq is read, is
+ * still the one given, not one a disciplined clock's sync has written
+ * again and not given (yet, or ever).
  */
-static inline int tsc__page_read(const volatile struct tsc_timepage *p, uint32_t use_rdtscp,
-				 uint64_t max_delta, int clock, int ordered, uint64_t *ns)
+static inline int tsc__page_read(const volatile struct tsc_timepage *const *slot,
+				 const uint32_t *use_rdtscp_p, const uint64_t *bound,
+				 int clock, int ordered, uint64_t *ns)
 {
+	const uint64_t max_delta = __atomic_load_n(bound, __ATOMIC_ACQUIRE);
+	const volatile struct tsc_timepage *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	const uint32_t use_rdtscp = __atomic_load_n(use_rdtscp_p, __ATOMIC_RELAXED);
 	__extension__ unsigned __int128 x;
 	uint32_t seq;
 	uint64_t off;
@@ -794,6 +803,8 @@ static inline int tsc__page_read(const volatile struct tsc_timepage *p, uint32_t
 		seq = p->seq;
 		__asm__ __volatile__("" : : : "memory");
 		if (__builtin_expect((seq & 1) | p->mult_ns, 0))
+			return 0;
+		if (__builtin_expect(__atomic_load_n(slot, __ATOMIC_RELAXED) != p, 0))
 			return 0;
 		off = clock == TSC__SYSCLOCK_REALTIME ? p->real_off :
 		      clock == TSC__SYSCLOCK_MONOTONIC ? p->mono_off : p->boot_off;
@@ -824,10 +835,8 @@ static inline uint64_t tsc__sysclock_read(const struct tsc_sysclock *c, int cloc
 {
 	uint64_t v;
 
-	/* Relaxed atomic loads, plain moves on x86: init may rewrite them. */
-	if (__builtin_expect(tsc__page_read(__atomic_load_n(&c->page, __ATOMIC_RELAXED),
-					    __atomic_load_n(&c->use_rdtscp, __ATOMIC_RELAXED),
-					    __atomic_load_n(&c->max_delta, __ATOMIC_RELAXED),
+	/* Atomic loads, plain moves on x86: init and a sync may rewrite them. */
+	if (__builtin_expect(tsc__page_read(&c->page, &c->use_rdtscp, &c->max_delta,
 					    clock, ordered, &v), 1))
 		return v;
 	return tsc__sysclock_slow_bounded(c, clock);
@@ -896,10 +905,8 @@ static inline uint64_t tsc__time_read(int clock, int ordered)
 {
 	uint64_t v;
 
-	if (__builtin_expect(tsc__page_read(__atomic_load_n(&tsc__time.page, __ATOMIC_RELAXED),
-					    __atomic_load_n(&tsc__time.use_rdtscp, __ATOMIC_RELAXED),
-					    __atomic_load_n(&tsc__time.max_delta, __ATOMIC_RELAXED),
-					    clock, ordered, &v), 1))
+	if (__builtin_expect(tsc__page_read(&tsc__time.page, &tsc__time.use_rdtscp,
+					    &tsc__time.max_delta, clock, ordered, &v), 1))
 		return v;
 	return tsc__time_slow(clock);
 }

@@ -306,6 +306,14 @@ static void fill(struct tsc__discipline *d)
 	/* A hold is read at its start and no further. */
 	stale = d->hold ? 0 : tsc__discipline_max_delta(d->intervals,
 							ldexp(g->mult, -(int)g->shift));
+	/*
+	 * A hold's start 2^63 ticks on, which its values, of rate 0, do not
+	 * depend on: no reader's unsigned compare passes it, whatever bound
+	 * the reader loaded (an old page's, before the swap stored the
+	 * hold's 0), and every reader takes the slow path, which holds.
+	 */
+	if (d->hold)
+		p->cycle_last = g->t0 + (1ull << 63);
 	if (d->mode == TSC_DISCIPLINE_READERS) {
 		p->flags |= TSC__TIMEPAGE_READERS;
 		stale = stale < readers_stale(d) ? stale : readers_stale(d);
@@ -523,7 +531,7 @@ static bool new_segment(struct tsc__discipline *d, double ns_per_tick, bool step
 
 	seg_state_save(d, &good);
 	for (int tries = 0; tries < 8; tries++) {
-		uint64_t t0 = tsc_rdtsc_ordered(), v0, done;
+		uint64_t t0 = tsc_rdtsc_ordered(), v0, done, end;
 		uint64_t sys = sys_ns + (uint64_t)llround((double)(int64_t)(t0 - sys_t) * ns_per_tick);
 		uint64_t held = seg_at(&first, bound_t) + FLOOR_SLACK_NS;
 		bool passed = had ? t0 + horizon + late >= bound_t : floor != 0;
@@ -533,8 +541,7 @@ static bool new_segment(struct tsc__discipline *d, double ns_per_tick, bool step
 		} else if (t0 >= bound_t) {
 			v0 = held;	/* nobody reads the old page here: held at its bound */
 		} else if (hold) {
-			uint64_t end = t0 + horizon + late;
-
+			end = t0 + horizon + late;
 			v0 = seg_at(&old, end < bound_t ? end : bound_t) + FLOOR_SLACK_NS;
 		} else {
 			double gain = ldexp(old.mult, -(int)old.shift) - ns_per_tick;
@@ -567,11 +574,13 @@ static bool new_segment(struct tsc__discipline *d, double ns_per_tick, bool step
 			break;		/* retired meanwhile */
 		published = last = true;
 		seg_state_save(d, &good);
+		/* The old page is read to its bound and no further. */
+		end = done + late < bound_t ? done + late : bound_t;
 		if (!had || done + late <= t0 + horizon ||
-		    seg_at(&old, done + late) < seg_at(&d->seg, done + late))
+		    seg_at(&old, end) < seg_at(&d->seg, done + late))
 			return true;
 		/* Preempted after it: again from the later of the two. */
-		if (seg_at(&old, done + late) <= seg_at(&d->seg, done + late))
+		if (seg_at(&old, end) <= seg_at(&d->seg, done + late))
 			old = d->seg;
 	}
 	/*
@@ -1140,11 +1149,21 @@ static void retire(struct tsc__discipline *d)
 	if (ours)
 		pthread_mutex_lock(&d->lock);
 	__atomic_store_n(&d->unusable, true, __ATOMIC_SEQ_CST);
-	for (int i = 0; i < 2; i++) {
-		const volatile struct tsc_timepage *p = (const volatile void *)&d->pages[i].p;
+	/*
+	 * The slot to clock_gettime()'s page while it holds one of ours: a
+	 * readers' sync under way may swap it meanwhile, a few times at most
+	 * (new_segment()'s tries), and no sync starts once unusable is set.
+	 */
+	for (;;) {
+		const volatile struct tsc_timepage *p = __atomic_load_n(d->page_slot,
+									__ATOMIC_SEQ_CST);
 
-		(void)__atomic_compare_exchange_n(d->page_slot, &p, &tsc__syscall_page, false,
-						  __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+		if (p != (const volatile void *)&d->pages[0].p &&
+		    p != (const volatile void *)&d->pages[1].p)
+			break;
+		if (__atomic_compare_exchange_n(d->page_slot, &p, &tsc__syscall_page, false,
+						__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			break;
 	}
 	for (int i = 0; i < 2; i++)
 		leave(&d->pages[i].p);
@@ -1328,6 +1347,13 @@ int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *ro
 	d->next_ns = (int64_t)s.mono + SYNC_PERIOD_NS;
 	/* The first page on a lease already: the helper syncs within it. */
 	d->leased = with_helper;
+	/* No reader syncs before the first page's due time is set. */
+	d->due_t = UINT64_MAX;
+	/* Live before its page is given: a fork's child finds it, and leaves it. */
+	pthread_mutex_lock(&blocks_lock);
+	d->next = live;
+	live = d;
+	pthread_mutex_unlock(&blocks_lock);
 	/* Above any clock_gettime() before the sample: readers may have had one. */
 	o = (struct offsets){ .real = s.real_d, .boot = s.boot_d, .real_had = s.real_d,
 			      .boot_had = s.boot_d, .real_step = true, .boot_step = true };
@@ -1336,16 +1362,13 @@ int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *ro
 		err = tsc__fail(-EAGAIN, "preempted eight times while publishing the first page: try again");
 		goto fail;
 	}
-	d->due_t = d->seg.t0 + ticks_of(d, (double)SYNC_PERIOD_NS);
+	__atomic_store_n(&d->due_t, d->seg.t0 + ticks_of(d, (double)SYNC_PERIOD_NS),
+			 __ATOMIC_RELEASE);
 	if (with_helper) {
 		err = start_helper(d, inherit, where, sizeof(where));
 		if (err)
 			goto fail;
 	}
-	pthread_mutex_lock(&blocks_lock);
-	d->next = live;
-	live = d;
-	pthread_mutex_unlock(&blocks_lock);
 	snprintf(why, why_size,
 		 "disciplined: the library's own mapping from the TSC (%.6f MHz from %s), slewed onto clock_gettime() %s%s",
 		 f.hz / 1e6, tsc_source_name(f.source),
