@@ -21,8 +21,9 @@
  *             kernel's), the disciplined MONOTONIC never went back, its
  *             error within 2 ms through slews of 500 ppm, and every phase
  *             back within 20 us after at most 4 s: a change of rate is
- *             seen at the next sync and in full at the one after, and
- *             corrected over a third (tsc_sysclock_sync(3)).
+ *             taken at the next sync (from the kernel's NTP state), and
+ *             the error until then slewed out over the second after
+ *             (tsc_sysclock_sync(3)).
  *
  * The last holds while the helper syncs about once a second.  One
  * starved by the host (a guest's vCPU not run: TCG on a busy machine), or

@@ -10,7 +10,8 @@
  * forked child too.  Where the kernel's clocks do not read the TSC the
  * library says so and reads clock_gettime().  The front door is as
  * exact.  A disciplined clock follows a step of REALTIME of 1 us.  Needs
- * the module loaded.
+ * the module loaded.  A disciplined clock takes the kernel's new rate at
+ * the first sync after adjtimex() changes it.
  */
 #include <math.h>
 #include <sched.h>
@@ -73,9 +74,18 @@ FIXTURE_SETUP(sys)
 	TH_LOG("path %d: %s", self->s.path, self->s.why);
 }
 
+/* adjtimex()'s tick: us per 1/USER_HZ s, 10000 unless set. */
+static int set_tick(long tick)
+{
+	struct timex tx = { .modes = ADJ_TICK, .tick = tick };
+
+	return adjtimex(&tx) < 0 ? -errno : 0;
+}
+
 FIXTURE_TEARDOWN(sys)
 {
 	set_freq_ppm(0);
+	set_tick(1000000 / sysconf(_SC_CLK_TCK));
 }
 
 TEST_F(sys, exact_through_slews_and_steps)
@@ -309,7 +319,6 @@ TEST_F(sys, a_time_namespace)
 	}
 }
 
-/* Where the kernel's clocks do not read the TSC: clock_gettime(), and why. */
 /* REALTIME minus MONOTONIC on a clock's page, and its generation. */
 static int64_t real_minus_mono(const struct tsc_sysclock *c, uint32_t *gen)
 {
@@ -317,6 +326,33 @@ static int64_t real_minus_mono(const struct tsc_sysclock *c, uint32_t *gen)
 
 	*gen = p->generation;
 	return (int64_t)(p->real_off - p->mono_off);
+}
+
+/* A disciplined clock (caller mode) on a sysfs root without the module's page. */
+static int disciplined(struct tsc_sysclock *c)
+{
+	static const char *const dirs[] = {
+		"/tmp/sysclock-no-page", "/tmp/sysclock-no-page/devices",
+		"/tmp/sysclock-no-page/devices/system", "/tmp/sysclock-no-page/devices/system/cpu",
+	};
+	TSC_SYSCLOCK_OPTS(o, .sysfs_root = dirs[0], .discipline = TSC_DISCIPLINE_CALLER);
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		if (mkdir(dirs[i], 0755) && errno != EEXIST)
+			return -errno;
+	}
+	c->sz = sizeof(*c);
+	return tsc_sysclock_init(c, &o);
+}
+
+/* A sync, tried again while its sample is too noisy (a vCPU descheduled). */
+static int sync_retry(struct tsc_sysclock *c)
+{
+	int err = -EAGAIN;
+
+	for (int tries = 0; tries < 10 && err == -EAGAIN; tries++)
+		err = tsc_sysclock_sync(c);
+	return err;
 }
 
 /*
@@ -329,33 +365,19 @@ static int64_t real_minus_mono(const struct tsc_sysclock *c, uint32_t *gen)
  */
 TEST_F(sys, a_disciplined_clock_follows_a_1us_step)
 {
-	static const char *const dirs[] = {
-		"/tmp/sysclock-no-page", "/tmp/sysclock-no-page/devices",
-		"/tmp/sysclock-no-page/devices/system", "/tmp/sysclock-no-page/devices/system/cpu",
-	};
-	TSC_SYSCLOCK_OPTS(o, .sysfs_root = dirs[0], .discipline = TSC_DISCIPLINE_CALLER);
 	struct timex tx = { .modes = ADJ_SETOFFSET | ADJ_NANO, .time = { .tv_usec = 1000 } };
 	TSC_SYSCLOCK(c);
 	int64_t before, after;
 	uint32_t gen0, gen1;
-	int err = -EAGAIN;
 
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		ASSERT_TRUE(!mkdir(dirs[i], 0755) || errno == EEXIST) TH_LOG("%s", dirs[i]);
-	}
-	ASSERT_EQ(0, tsc_sysclock_init(&c, &o)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(0, disciplined(&c)) TH_LOG("%s", tsc_last_error());
 	if (c.path != TSC_SYSCLOCK_DISCIPLINED)
 		SKIP(return, "%s", c.why);
-	for (int tries = 0; tries < 10 && err == -EAGAIN; tries++)
-		err = tsc_sysclock_sync(&c);
-	ASSERT_EQ(0, err) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(0, sync_retry(&c)) TH_LOG("%s", tsc_last_error());
 	before = real_minus_mono(&c, &gen0);
 	/* It returns the clock's state: TIME_ERROR (5) while unsynchronised. */
 	ASSERT_LE(0, clock_adjtime(CLOCK_REALTIME, &tx)) TH_LOG("ADJ_SETOFFSET: %s", strerror(errno));
-	err = -EAGAIN;
-	for (int tries = 0; tries < 10 && err == -EAGAIN; tries++)
-		err = tsc_sysclock_sync(&c);
-	ASSERT_EQ(0, err) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(0, sync_retry(&c)) TH_LOG("%s", tsc_last_error());
 	after = real_minus_mono(&c, &gen1);
 	TH_LOG("after a step of +1 us: REALTIME's offset moved %+lld ns; generation %u -> %u",
 	       (long long)(after - before), gen0, gen1);
@@ -364,6 +386,75 @@ TEST_F(sys, a_disciplined_clock_follows_a_1us_step)
 	tsc_sysclock_fini(&c);
 }
 
+/*
+ * The disciplined clock's MONOTONIC minus the system's, from the
+ * narrowest of 50 brackets (a host that pauses the guest mid-bracket
+ * moves a bracket's middle by half the pause).
+ */
+static int64_t disciplined_off(const struct tsc_sysclock *c, uint64_t *width)
+{
+	int64_t off = 0;
+
+	*width = UINT64_MAX;
+	for (int i = 0; i < 50; i++) {
+		uint64_t v[3];
+
+		/* Not the exact clock: only its two reads are ordered. */
+		(void)sysclock_bracket(c, SYSCLOCK_MONO, v);
+		if (v[2] < v[0])
+			continue;
+		if (v[2] - v[0] < *width) {
+			*width = v[2] - v[0];
+			off = (int64_t)(v[0] / 2 + v[2] / 2 - v[1]);
+		}
+	}
+	return off;
+}
+
+/*
+ * A disciplined clock follows a change of the kernel's rate at the first
+ * sync after it: it takes the rate from the kernel's NTP state
+ * (adjtimex()'s freq and tick), not from the interval before, which ran
+ * at the old rate.  Synced every half second for two seconds (its
+ * MONOTONIC_RAW base, and what the model leaves out, learnt), then just
+ * after each change, and read half a second later without a sync: within
+ * 100 us of the system's MONOTONIC.  At the old rate it would be 250 us
+ * off or more (changes of 500 and 1000 ppm, by freq and by tick).
+ */
+TEST_F(sys, a_disciplined_clock_follows_the_kernels_rate)
+{
+	const long tick = 1000000 / sysconf(_SC_CLK_TCK);
+	static const struct { const char *what; long freq_ppm, tick_ppm; } change[] = {
+		{ "freq +500 ppm", 500, 0 },
+		{ "freq -500 ppm", -500, 0 },
+		{ "freq 0, tick +500 ppm", 0, 500 },
+	};
+	TSC_SYSCLOCK(c);
+
+	ASSERT_EQ(0, disciplined(&c)) TH_LOG("%s", tsc_last_error());
+	if (c.path != TSC_SYSCLOCK_DISCIPLINED)
+		SKIP(return, "%s", c.why);
+	for (int i = 0; i < 4; i++) {
+		usleep(500000);
+		ASSERT_EQ(0, sync_retry(&c)) TH_LOG("%s", tsc_last_error());
+	}
+	for (size_t i = 0; i < sizeof(change) / sizeof(change[0]); i++) {
+		uint64_t width;
+		int64_t off;
+
+		ASSERT_EQ(0, set_freq_ppm(change[i].freq_ppm));
+		ASSERT_EQ(0, set_tick(tick + tick * change[i].tick_ppm / 1000000));
+		ASSERT_EQ(0, sync_retry(&c)) TH_LOG("%s", tsc_last_error());
+		usleep(500000);
+		off = disciplined_off(&c, &width);
+		TH_LOG("%s: 0.5 s after the sync, %+lld ns from the system's MONOTONIC (bracket %llu ns)",
+		       change[i].what, (long long)off, (unsigned long long)width);
+		EXPECT_GT(100000, llabs(off));
+	}
+	tsc_sysclock_fini(&c);
+}
+
+/* Where the kernel's clocks do not read the TSC: clock_gettime(), and why. */
 TEST_F(sys, clock_gettime_where_not_exact)
 {
 	if (self->s.path == TSC_SYSCLOCK_KERNEL)

@@ -17,8 +17,8 @@
  * is never earlier) unless its name ends in _unordered.  The first read
  * sets the clock up: where the tsc_freq_khz module is loaded, the kernel's
  * own mapping from the TSC, exactly clock_gettime()'s; else a clock of the
- * library's own that its readers slew onto the system's (within
- * microseconds, no thread); else clock_gettime().  tsc_time_setup(3)
+ * library's own that its readers slew onto the system's (within about a
+ * microsecond, no thread); else clock_gettime().  tsc_time_setup(3)
  * chooses otherwise; tsc(7) has the rest.
  *
  * Below: clocks and frequencies of a program's own (struct tsc_sysclock,
@@ -372,7 +372,7 @@ struct tsc__discipline;
  * one rdtsc where the module's page is there and the kernel's clocks read
  * the TSC; where not, clock_gettime(), or if asked for, a disciplined
  * clock of the library's (tsc_sysclock_sync(3)), also one rdtsc, within
- * microseconds of the system's.  Declare with TSC_SYSCLOCK() (on the
+ * about a microsecond of the system's while its rate holds.  Declare with TSC_SYSCLOCK() (on the
  * heap: aligned_alloc(64, ...), zeroed, sz set by hand); any number of
  * threads may read it once tsc_sysclock_init() returned.
  */

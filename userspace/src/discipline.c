@@ -9,12 +9,21 @@
  * starts; or its own readers, the first of whom to find it due syncs it
  * in passing (TSC_DISCIPLINE_READERS, no thread at all).
  *
- * CLOCK_MONOTONIC is the one disciplined: its rate is what the system's
- * MONOTONIC did against the TSC since the last sync (NTP's slewing
- * included), corrected by the error seen now spread over the longest of
+ * CLOCK_MONOTONIC is the one disciplined.  Its rate is the TSC's rate in
+ * MONOTONIC_RAW's ns (raw_rate(), over a long base) times the rate the
+ * kernel's NTP state gives MONOTONIC against RAW now (adjtimex()'s tick,
+ * freq, the PLL's share of its offset this second, adjtime()'s slew:
+ * kernel_rate()), times the ratio of what MONOTONIC did against RAW to
+ * that model over the last interval in which the model held still (the
+ * kernel's own roundings, ntp_tick_adj: bias).  While the kernel's state
+ * holds still that is the rate the system's MONOTONIC ran at since the
+ * last sync; when it changes (an NTP daemon's update), the new rate is
+ * taken at the first sync after, not an interval later.  Where adjtimex()
+ * may not be called (a seccomp filter, which may kill the process for
+ * it) or fails, the rate is what MONOTONIC did since the last sync.
+ * Either is corrected by the error seen now spread over the longest of
  * the last intervals between syncs (CONVERGE_S at least;
- * tsc__discipline_corr()),
- * at most MAX_SLEW.  Each sync starts a new segment where the
+ * tsc__discipline_corr()), at most MAX_SLEW.  Each sync starts a new segment where the
  * old one is at that moment: the clock is continuous and never goes back.
  * REALTIME and BOOTTIME differ from it by offsets the kernel changes only
  * in steps (settimeofday(), leap seconds; suspend), so the library takes
@@ -86,6 +95,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
+#include <sys/timex.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,6 +117,10 @@ __extension__ typedef unsigned __int128 u128;
 #define HORIZON_NS	50000		/* new >= old from t0 to this after it */
 #define NEAR_BOUND_NS	1000000		/* a sync this close to the bound may not beat it */
 #define SAMPLE_TRIES	8
+#define RAW_BASE_NS	32000000000ull	/* MONOTONIC_RAW's rate over 32 to 64 s */
+#define RAW_NOISE	2e-6		/* beside the samples': RAW's rate moved (raw_rate()) */
+#define MAX_TICKADJ_NS	500000.0	/* adjtime() slews 500 us a second at most */
+#define MAX_TC		10		/* the kernel's MAXTC: the PLL's constant */
 /*
  * A sample is used if no wider than this, or than 4 times the narrowest
  * seen at the start: clock_gettime() is a system call and a slow device
@@ -146,6 +160,13 @@ struct tsc__discipline {
 	uint64_t bound_t;		/* the TSC past which readers leave the page */
 	int64_t real_d, boot_d;		/* REALTIME, BOOTTIME minus MONOTONIC */
 	double ns_per_tick;		/* the system's MONOTONIC, lately */
+	/* MONOTONIC_RAW against the TSC from two bases, the older 32 to 64 s back (raw_rate()). */
+	uint64_t raw_t[2], raw_ns[2];
+	uint64_t last_raw_t, last_raw;	/* RAW at the last sample, with last_t and last_mono */
+	double kernel_last;		/* kernel_rate() then; 0: not known */
+	double bias;			/* MONOTONIC over RAW, measured over the model */
+	long user_hz;			/* adjtimex()'s tick is in us per 1/user_hz s */
+	bool no_adjtimex;		/* a seccomp filter may kill the process for it */
 	uint64_t max_width;		/* the widest sample used */
 	uint64_t fail_width;		/* the narrowest of the last sync that failed */
 	uint64_t last_t, last_mono;	/* the last sample */
@@ -190,6 +211,7 @@ int64_t tsc__test_sample_offset_ns;
 /* One reading of the system's clocks, bracketed by the TSC. */
 struct sample {
 	uint64_t t, mono, width;
+	uint64_t raw_t, raw;		/* MONOTONIC_RAW at TSC raw_t */
 	int64_t real_d, boot_d;
 };
 
@@ -209,24 +231,32 @@ static void take_sample(struct sample *s, double ns_per_tick)
 	}
 #endif
 	for (int i = 0; i < SAMPLE_TRIES; i++) {
+		/* RAW in a bracket of its own: the others' middle stays MONOTONIC's. */
+		uint64_t ra = tsc_rdtsc_ordered();
+		int64_t raw = tsc__ns_now(CLOCK_MONOTONIC_RAW);
 		uint64_t a = tsc_rdtsc_ordered();
 		int64_t m1 = tsc__ns_now(CLOCK_MONOTONIC), r = tsc__ns_now(CLOCK_REALTIME);
 		int64_t b = tsc__ns_now(CLOCK_BOOTTIME), m2 = tsc__ns_now(CLOCK_MONOTONIC);
 		uint64_t z = tsc_rdtsc_ordered();
 		int64_t mid = m1 + (m2 - m1) / 2;
 		double tsc_ns = (double)(z - a) * ns_per_tick;
+		double raw_tsc_ns = (double)(a - ra) * ns_per_tick;
 		uint64_t width;
 
-		if (m2 < m1 || z < a)
+		if (m2 < m1 || z < a || a < ra)
 			continue;
 		width = (uint64_t)(m2 - m1);
 		if (tsc_ns > (double)width)
 			width = (uint64_t)tsc_ns;
+		if (raw_tsc_ns > (double)width)
+			width = (uint64_t)raw_tsc_ns;
 		if (width >= s->width)
 			continue;
 		s->width = width;
 		s->t = a + (z - a) / 2;
 		s->mono = (uint64_t)mid;
+		s->raw = (uint64_t)raw;
+		s->raw_t = ra + (a - ra) / 2;
 		s->real_d = r - mid;
 		s->boot_d = b - mid;
 	}
@@ -696,6 +726,123 @@ uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval)
 	return longest;
 }
 
+double tsc__discipline_kernel_rate(const struct timex *tx, long adjtime_us, long user_hz)
+{
+	const int pps = STA_PPSTIME | STA_PPSSIGNAL;
+	double ns = (double)tx->tick * 1e3 * (double)user_hz + (double)tx->freq / 65536 * 1e3;
+	double offset_ns = (double)tx->offset;
+
+	if ((tx->status & pps) == pps || tx->constant < 0 || tx->constant > MAX_TC ||
+	    user_hz <= 0)
+		return 0;
+	/*
+	 * In microseconds kernels from 5.1 until the fix (6.13, and the
+	 * stable branches since) report the offset as (u32)ns / 1000: a
+	 * negative one comes out above 2^31 / 1000 (the PLL's offset is
+	 * 0.5 s at most either way).
+	 */
+	if (!(tx->status & STA_NANO))
+		offset_ns = tx->offset > 2147483 ?
+			    (double)(int32_t)(uint32_t)((uint64_t)tx->offset * 1000) :
+			    offset_ns * 1e3;
+	/*
+	 * Each second the kernel slews out offset / 2^k of the PLL's offset
+	 * (k = 2 + constant) and reports what is left: this second's share
+	 * is what is left / (2^k - 1).
+	 */
+	ns += offset_ns / (ldexp(1, 2 + (int)tx->constant) - 1);
+	/* adjtime() slews 500 us a second while more than that is left. */
+	if (adjtime_us)
+		ns += adjtime_us > 0 ? MAX_TICKADJ_NS : -MAX_TICKADJ_NS;
+	return ns > 0 ? ns / 1e9 : 0;
+}
+
+/*
+ * Whether a seccomp filter is on this process (or it cannot be told):
+ * then the filter may kill it for adjtimex(), which most sandboxes do not
+ * allow (systemd's @system-service).  A filter is never taken off.
+ * System calls only that every filter allows: a reader's sync asks.
+ */
+static bool seccomp_filtered(void)
+{
+	char buf[4096];
+	size_t len = 0;
+	ssize_t n;
+	const char *f;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return true;
+	while (len < sizeof(buf) - 1 &&
+	       (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	buf[len] = '\0';
+	f = strstr(buf, "\nSeccomp:\t");
+	/* No such line: a kernel without seccomp. */
+	return f ? f[10] != '0' : len == 0;
+}
+
+/*
+ * The kernel's NTP state now (reading it needs no privilege; system
+ * calls only, for a reader's sync in a signal handler): MONOTONIC's rate
+ * over MONOTONIC_RAW's, or 0.  One call, and a second only while the
+ * PLL runs (each takes the kernel's timekeeping lock a moment).
+ */
+static double kernel_rate(struct tsc__discipline *d)
+{
+	struct timex tx = { .modes = ADJ_OFFSET_SS_READ }, pll = { .modes = 0 };
+	long adjtime_us;
+
+	if (d->no_adjtimex || (d->no_adjtimex = seccomp_filtered()))
+		return 0;
+	if (adjtimex(&tx) < 0)
+		return 0;
+	adjtime_us = tx.offset;
+	tx.offset = 0;
+	if (tx.status & STA_PLL) {
+		if (adjtimex(&pll) < 0)
+			return 0;
+		tx = pll;
+	}
+	return tsc__discipline_kernel_rate(&tx, adjtime_us, d->user_hz);
+}
+
+/*
+ * The TSC's rate in MONOTONIC_RAW ns: RAW runs at the clocksource's own
+ * rate, which NTP never touches, so a base of 32 to 64 s measures it
+ * finely; 0 until half a second is seen.  It starts again across a gap (a
+ * suspend, which RAW does not count, or a TSC reset), and where the last
+ * interval's rate (interval_rate, 0: none) tells another (a clocksource
+ * changed, a VM paused with its TSC running) beyond the samples' noise.
+ */
+static double raw_rate(struct tsc__discipline *d, const struct sample *s, bool gap,
+		       double interval_rate, double noise)
+{
+	double rate = 0;
+
+	if (s->raw - d->raw_ns[0] >= 500000000 && s->raw_t > d->raw_t[0])
+		rate = (double)(s->raw - d->raw_ns[0]) / (double)(s->raw_t - d->raw_t[0]);
+	if (interval_rate > 0 && rate > 0 && fabs(interval_rate / rate - 1) > noise) {
+		/* From the last sample on: the interval's rate. */
+		d->raw_t[0] = d->raw_t[1] = d->last_raw_t;
+		d->raw_ns[0] = d->raw_ns[1] = d->last_raw;
+		return interval_rate;
+	}
+	if (gap || s->raw <= d->raw_ns[1] || s->raw_t <= d->raw_t[1]) {
+		d->raw_t[0] = d->raw_t[1] = s->raw_t;
+		d->raw_ns[0] = d->raw_ns[1] = s->raw;
+		return 0;
+	}
+	if (s->raw - d->raw_ns[1] >= RAW_BASE_NS) {
+		d->raw_t[0] = d->raw_t[1];
+		d->raw_ns[0] = d->raw_ns[1];
+		d->raw_t[1] = s->raw_t;
+		d->raw_ns[1] = s->raw;
+	}
+	return rate;
+}
+
 /* A CANCEL_ON_SET timer: readable (ECANCELED) when the clock is set or the system resumes. */
 static int arm_set_fd(int fd)
 {
@@ -746,12 +893,12 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 	/* An offset read twice moves by up to the two samples' widths. */
 	const long long offset_step = OFFSET_STEP_NS > 2 * (long long)d->max_width ?
 				      OFFSET_STEP_NS : 2 * (long long)d->max_width;
-	bool gap, reset, beyond, past, hold, set, ok;
+	bool gap, reset, measured, beyond, past, hold, set, ok;
 	uint64_t interval, horizon, above, held;
+	double rate, raw, kernel, interval_raw;
 	struct offsets o;
 	struct sample s;
 	int64_t err;
-	double rate;
 
 	*why = NULL;
 	if (d->unusable) {
@@ -795,14 +942,40 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 	 * was reset), which only moves the starting point on.
 	 */
 	reset = s.t + d->skew_ticks < d->seg.t0;
-	gap = s.t <= d->last_t || s.mono <= d->last_mono || o.boot_step || reset;
-	if (!gap && s.mono - d->last_mono >= 500000000)
+	gap = s.t <= d->last_t || s.mono <= d->last_mono || s.raw <= d->last_raw ||
+	      s.raw_t <= d->last_raw_t || o.boot_step || reset;
+	measured = !gap && s.mono - d->last_mono >= 500000000;
+	kernel = kernel_rate(d);
+	interval_raw = 0;
+	if (measured) {
+		double q = (double)(s.mono - d->last_mono) / (double)(s.raw - d->last_raw);
+
 		d->ns_per_tick = (double)(s.mono - d->last_mono) / (double)(s.t - d->last_t);
-	if (gap || s.mono - d->last_mono >= 500000000) {
+		interval_raw = (double)(s.raw - d->last_raw) / (double)(s.raw_t - d->last_raw_t);
+		/*
+		 * Where the model held still over the interval, what it
+		 * leaves out (the kernel's roundings, ntp_tick_adj); a model
+		 * 1000 ppm off does not describe this kernel, and is dropped.
+		 */
+		if (kernel > 0 && kernel == d->kernel_last) {
+			if (fabs(q / kernel - 1) > MAX_SLEW)
+				d->no_adjtimex = true;
+			d->bias = d->bias > 0 ? d->bias + (q / kernel - d->bias) / 4 : q / kernel;
+		}
+	}
+	raw = raw_rate(d, &s, gap, interval_raw,
+		       measured ? 4.0 * (double)d->max_width / (double)(s.mono - d->last_mono) +
+				  RAW_NOISE : 0);
+	if (gap || measured) {
 		d->last_t = s.t;
 		d->last_mono = s.mono;
+		d->last_raw_t = s.raw_t;
+		d->last_raw = s.raw;
+		d->kernel_last = kernel;
 	}
-	rate = d->ns_per_tick;
+	/* The kernel's rate now, where it tells; else the last interval's. */
+	rate = raw > 0 && kernel > 0 && !d->no_adjtimex ?
+	       raw * kernel * (d->bias > 0 ? d->bias : 1) : d->ns_per_tick;
 	interval = gap ? 0 : s.mono - d->sync_mono;
 	d->sync_mono = s.mono;
 	d->next_ns = (int64_t)s.mono + SYNC_PERIOD_NS;
@@ -1343,6 +1516,10 @@ int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *ro
 	d->boot_d = s.boot_d;
 	d->last_t = s.t;
 	d->last_mono = s.mono;
+	d->last_raw_t = d->raw_t[0] = d->raw_t[1] = s.raw_t;
+	d->last_raw = d->raw_ns[0] = d->raw_ns[1] = s.raw;
+	d->user_hz = sysconf(_SC_CLK_TCK);
+	d->kernel_last = kernel_rate(d);
 	d->sync_mono = s.mono;
 	d->next_ns = (int64_t)s.mono + SYNC_PERIOD_NS;
 	/* The first page on a lease already: the helper syncs within it. */

@@ -153,6 +153,17 @@ int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *ro
 double tsc__discipline_corr(int64_t err, uint64_t horizon);
 uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval);
 /*
+ * MONOTONIC's rate over MONOTONIC_RAW's as the kernel's NTP state sets it
+ * this second (kernel/time/ntp.c): tick (us per 1/user_hz s), freq (ppm,
+ * scaled by 2^16), the share of the PLL's offset the kernel slews out
+ * this second (what is left, offset, over 2^(2 + constant) - 1) and
+ * adjtime()'s slew (500 us a second while adjtime_us is left).  0 where
+ * it cannot be told: a PPS discipline corrects its whole offset each
+ * second.
+ */
+struct timex;
+double tsc__discipline_kernel_rate(const struct timex *tx, long adjtime_us, long user_hz);
+/*
  * The unit tests' own (built with TSC__TEST_HOOKS; nothing else defines
  * it): a disciplined clock's next this-many samples read too wide to use.
  */

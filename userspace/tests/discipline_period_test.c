@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/timex.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,6 +178,57 @@ TEST(correction)
 	EXPECT_EQ(-2.5e-6, tsc__discipline_corr(10000, 4000000000ull));	/* over 4 s */
 	EXPECT_EQ(1e-3, tsc__discipline_corr(-100000000, 1000000000));	/* MAX_SLEW */
 	EXPECT_EQ(-1e-3, tsc__discipline_corr(100000000, 0));
+}
+
+/*
+ * The kernel's rate from its NTP state, as kernel/time/ntp.c makes it:
+ * ns a second of MONOTONIC per second of MONOTONIC_RAW.
+ */
+#define EXPECT_RATE(want, got, tol) do {					\
+	double got_ = (got);							\
+	EXPECT_GT((tol), fabs((want) - got_)) TH_LOG("%.12f, not %.12f", got_, (double)(want)); \
+} while (0)
+
+TEST(kernel_rate)
+{
+	struct timex tx = { .tick = 10000, .status = STA_NANO, .constant = 2 };
+
+	EXPECT_EQ(1.0, tsc__discipline_kernel_rate(&tx, 0, 100));
+	tx.freq = 500L * 65536;					/* +500 ppm */
+	EXPECT_RATE(1.0005, tsc__discipline_kernel_rate(&tx, 0, 100), 1e-12);
+	tx.freq = -250L * 65536;
+	tx.tick = 10010;					/* +1000 ppm, -250 */
+	EXPECT_RATE(1.00075, tsc__discipline_kernel_rate(&tx, 0, 100), 1e-12);
+	tx.freq = 0;
+	tx.tick = 10000;
+	/* The PLL: 1.5 ms left after this second's 1/16: 0.1 ms this second. */
+	tx.offset = 1500000;
+	EXPECT_RATE(1.0001, tsc__discipline_kernel_rate(&tx, 0, 100), 1e-12);
+	tx.constant = 6;					/* 1/256: 1.5 ms / 255 */
+	EXPECT_RATE(1 + 1500000 / 255e9, tsc__discipline_kernel_rate(&tx, 0, 100), 1e-12);
+	tx.offset = -1500000;
+	EXPECT_RATE(1 - 1500000 / 255e9, tsc__discipline_kernel_rate(&tx, 0, 100), 1e-12);
+	/* In microseconds, as fixed kernels report it, and as (u32)ns / 1000 (remainder lost). */
+	tx.status = 0;
+	tx.offset = -1500;
+	EXPECT_RATE(1 - 1500000 / 255e9, tsc__discipline_kernel_rate(&tx, 0, 100), 1e-12);
+	tx.offset = (long)((uint32_t)-1500000 / 1000);
+	EXPECT_RATE(1 - 1500000 / 255e9, tsc__discipline_kernel_rate(&tx, 0, 100), 1e3 / 255e9);
+	tx.offset = 1500;
+	EXPECT_RATE(1 + 1500000 / 255e9, tsc__discipline_kernel_rate(&tx, 0, 100), 1e-12);
+	/* adjtime(): 500 us a second while any is left, either way. */
+	tx.offset = 0;
+	EXPECT_RATE(1.0005, tsc__discipline_kernel_rate(&tx, 3000000, 100), 1e-12);
+	EXPECT_RATE(0.9995, tsc__discipline_kernel_rate(&tx, -3000000, 100), 1e-12);
+	EXPECT_RATE(1.0005, tsc__discipline_kernel_rate(&tx, 200, 100), 1e-12);
+	/* Not told: a PPS discipline's whole-offset steps, a constant no kernel has. */
+	tx.status = STA_PPSTIME | STA_PPSSIGNAL;
+	EXPECT_EQ(0.0, tsc__discipline_kernel_rate(&tx, 0, 100));
+	tx.status = STA_NANO;
+	tx.constant = 11;
+	EXPECT_EQ(0.0, tsc__discipline_kernel_rate(&tx, 0, 100));
+	tx.constant = 2;
+	EXPECT_EQ(0.0, tsc__discipline_kernel_rate(&tx, 0, 0));
 }
 
 static int64_t now(clockid_t id)
