@@ -20,11 +20,12 @@
  * last sync; when it changes (an NTP daemon's update), the new rate is
  * taken at the first sync after, not an interval later.  Where adjtimex()
  * may not be called (a seccomp filter, which may kill the process for
- * it) or fails, the rate is what MONOTONIC did since the last sync.
- * Either is corrected by the error seen now spread over the longest of
- * the last intervals between syncs (CONVERGE_S at least;
- * tsc__discipline_corr()), at most MAX_SLEW.  Each sync starts a new segment where the
- * old one is at that moment: the clock is continuous and never goes back.
+ * it), fails, or models MONOTONIC 1000 ppm off what it did, the rate is
+ * what MONOTONIC did since the last sync.  Either is corrected by the
+ * error seen now spread over the longest of the last intervals between
+ * syncs (CONVERGE_S at least; tsc__discipline_corr()), at most MAX_SLEW.
+ * Each sync starts a new segment where the old one is at that moment:
+ * the clock is continuous and never goes back.
  * REALTIME and BOOTTIME differ from it by offsets the kernel changes only
  * in steps (settimeofday(), leap seconds; suspend), so the library takes
  * them as they are at each sync, each on its own: they step when the
@@ -166,7 +167,8 @@ struct tsc__discipline {
 	double kernel_last;		/* kernel_rate() then; 0: not known */
 	double bias;			/* MONOTONIC over RAW, measured over the model */
 	long user_hz;			/* adjtimex()'s tick is in us per 1/user_hz s */
-	bool no_adjtimex;		/* a seccomp filter may kill the process for it */
+	/* Rate from the measure alone: a seccomp filter may kill for adjtimex(), or its model is off. */
+	bool no_adjtimex;
 	uint64_t max_width;		/* the widest sample used */
 	uint64_t fail_width;		/* the narrowest of the last sync that failed */
 	uint64_t last_t, last_mono;	/* the last sample */
