@@ -7,7 +7,9 @@
  * follows a step of the clock and a clocksource switch; CLOCK_TAI follows
  * the kernel's TAI offset set by adjtimex(); a mapping outlives
  * the module and then says it is gone, also one that a forked child
- * inherited and never touched, after drop_caches, through libtsc's clock.
+ * inherited and never touched, after drop_caches, through libtsc's clock;
+ * libtsc's sysfs and perf rates lie within their hard bounds of the rate
+ * MONOTONIC_RAW counts the TSC at.
  * Loads the module itself, from $TSCFK_KO; starts and ends with it
  * unloaded.
  */
@@ -281,6 +283,57 @@ TEST_F(module, the_kernels_clocks)
 		EXPECT_GE(0.01, fabs(p->max_cycles / fit - 1));
 	}
 	munmap((void *)p, PAGE);
+}
+
+/*
+ * TSC_REFERENCE_KERNEL is the rate the kernel's clocks count the TSC at:
+ * MONOTONIC_RAW's mult / 2^shift ns a tick, which the page gives whole.
+ * libtsc computes that mult from tsc_khz as the kernel does; here it meets
+ * the kernel's own on each kernel of the matrix.  tsc_khz and the perf
+ * page's rate lie within the hard bound libtsc states of it.
+ */
+TEST_F(module, the_kernels_rate_within_the_bound)
+{
+	const volatile struct tscfk_clock_page *p;
+	struct tsc_freq f;
+	uint64_t mult;
+	uint32_t seq, shift;
+	double ns_per_tick, hz, off;
+	int err;
+
+	ASSERT_EQ(0, module_load(""));
+	p = map_page(_metadata);
+	ASSERT_NE(NULL, p);
+	do {
+		seq = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
+		shift = p->kernel_shift;
+		mult = shift && shift <= 32 ? p->raw.mult_ns << shift |
+		       p->raw.mult >> (64 - shift) : 0;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	} while (!(seq & 1) && __atomic_load_n(&p->seq, __ATOMIC_RELAXED) != seq);
+	munmap((void *)p, PAGE);
+	if (seq & 1)
+		SKIP(return, "the clocks do not read the TSC: no rate of theirs for it");
+	ns_per_tick = (double)mult / (double)(1ull << shift);
+	ASSERT_EQ(0, tsc_freq_from_sysfs(&f, NULL)) TH_LOG("%s", tsc_last_error());
+	hz = 1e9 / ns_per_tick;
+	off = fabs(f.hz - hz) / hz * 1e6;
+	TH_LOG("tsc_khz %.0f; MONOTONIC_RAW's mult %llu, shift %u: %.3f Hz, %.4f ppm off, bound %.4f ppm",
+	       f.hz / 1e3, (unsigned long long)mult, shift, hz, off, f.bound_ppm);
+	if (f.precision_of != TSC_REFERENCE_KERNEL)
+		SKIP(return, "tsc_khz may be the kernel's unrefined estimate: %.300s", f.detail);
+	/* The kernel's mult, not one like it: half a unit of it. */
+	EXPECT_GE(1e-9, fabs(f.bound_ppm / (0.5e6 / (mult - 0.5)) - 1));
+	EXPECT_GE(f.bound_ppm, off);
+	err = tsc_freq_from_perf(&f);
+	if (err) {
+		TH_LOG("perf: %s", tsc_last_error());
+		return;
+	}
+	off = fabs(f.hz - hz) / hz * 1e6;
+	TH_LOG("perf: %.3f Hz, %.4f ppm off, bound %.4f ppm", f.hz, off, f.bound_ppm);
+	EXPECT_LT(0, f.bound_ppm);
+	EXPECT_GE(f.bound_ppm, off);
 }
 
 /* Another clocksource than tsc from available_clocksource, or "". */

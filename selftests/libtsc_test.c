@@ -240,11 +240,11 @@ TEST(module_absent_library_falls_back)
  * error 2.5 ppm against a claim of 0.5).  The truth's 0.24 ppm pads every
  * bar, so only a bar far too narrow fails here (none of the standard
  * error: 49 of 60); calibrate_test's exact references check its size.
- * The truth: with the tsc clocksource,
- * CLOCK_MONOTONIC_RAW runs on the kernel's kHz, the module's file (its
- * 0.5 kHz rounding the uncertainty); with another (hpet, where 6.1 with 2
- * and more CPUs leaves the kernel's boot estimate unrefined) a calibration
- * of 2 s against the same clock.  Run where the module is loaded.
+ * The truth: with the tsc clocksource, CLOCK_MONOTONIC_RAW runs on the
+ * kernel's kHz, the module's file (within its bound_ppm, 0.07 ppm; 0.5 kHz
+ * allowed here); with another (hpet, where 6.1 with 2 and more CPUs leaves
+ * the kernel's boot estimate unrefined) a calibration of 2 s against the
+ * same clock.  Run where the module is loaded.
  */
 TEST(calibration_error_bar_covers_the_truth)
 {

@@ -167,7 +167,7 @@ enum tsc_source {
  */
 enum tsc_reference {
 	TSC_REFERENCE_UNSTATED = 0,	/* filled by a libtsc before 1.2 */
-	TSC_REFERENCE_KERNEL,		/* the kernel's tsc_khz, which its clocks count the TSC at */
+	TSC_REFERENCE_KERNEL,		/* the rate the kernel's clocks count the TSC at, from tsc_khz */
 	TSC_REFERENCE_HYPERVISOR,	/* the rate the hypervisor states for the guest's TSC */
 	TSC_REFERENCE_CLOCKSOURCE,	/* CLOCK_MONOTONIC_RAW on a clocksource other than tsc */
 	TSC_REFERENCE_TRUE,		/* the TSC's true rate: a rated crystal, a 1% estimate */
@@ -186,14 +186,25 @@ struct tsc_freq {
 	uint64_t num, den;
 	double hz;		/* num / den, for display */
 	/*
-	 * How far hz may be from the rate of precision_of, in ppm: half the
-	 * step of the value as given (a kHz file: 0.5 kHz), a crystal's
-	 * tolerance, or a calibration's estimated error.
+	 * How far hz may be from the rate of precision_of, in ppm, in at
+	 * least 95% of cases (one meaning for every source): a calibration's
+	 * two standard errors plus its clock's resolution at both ends; a
+	 * rounding where that is all (a hypervisor's kHz, the kernel's
+	 * multipliers); a crystal's stated tolerance; 1% for a kernel
+	 * estimate maybe unrefined.
 	 */
 	double precision_ppm;
 	enum tsc_reference precision_of;
 	uint32_t reserved32;	/* zero: room to grow without a break */
-	uint64_t reserved[3];	/* zero */
+	/*
+	 * A hard bound, in ppm, on how far hz is from the rate of
+	 * precision_of, where the source has one: sysfs and perf, which
+	 * differ from the kernel's clocks by its roundings of tsc_khz alone.
+	 * 0: none (a measurement, a nominal crystal or hypervisor figure, a
+	 * kernel estimate; a libtsc before 1.3).
+	 */
+	double bound_ppm;
+	uint64_t reserved[2];	/* zero */
 	/* Where exactly it came from, and why each better source was not used. */
 	char detail[TSC_DETAIL_SIZE];
 };

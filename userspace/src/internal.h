@@ -236,6 +236,13 @@ void tsc__clear_error(void);
 int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined);
 
 /*
+ * value.c: how far, at most, as a fraction, the rate tsc_khz gives is from
+ * the rate the kernel's clocks count the TSC at (TSC_REFERENCE_KERNEL):
+ * the rounding of its clocksource's mult.  NAN outside 1 MHz..20 GHz.
+ */
+double tsc__kernel_rounding(uint64_t khz);
+
+/*
  * value.c: fill f from num/den Hz, precision_ppm of the rate of ref;
  * -ERANGE outside TSC_MIN_HZ..TSC_MAX_HZ.
  */

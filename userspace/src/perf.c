@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,20 +22,30 @@
 __extension__ typedef unsigned __int128 u128;
 
 /*
- * Hz = 1e9 * 2^shift / mult, exactly.  The kernel derives mult from its
- * tsc_khz: the value is that figure, good to its 0.5 kHz, and rounded
- * once more to one part in mult.
+ * Hz = 1e9 * 2^shift / mult, exactly.  The kernel makes mult from tsc_khz
+ * (set_cyc2ns_scale(): clocks_calc_mult_shift(..., tsc_khz, NSEC_PER_MSEC,
+ * 0), halved once if the shift came out 32): within one unit of
+ * 10^6 * 2^shift / tsc_khz, one part in mult - 1 of the rate.  So that
+ * figure, rounded, is tsc_khz again while tsc_khz / (mult - 1) is under
+ * half a kHz (mult is above 2^30: always).  The kernel's clocks round
+ * tsc_khz into a mult of their own (tsc__kernel_rounding()), and this rate
+ * is within the two roundings of theirs: a hard bound.  A mult too small
+ * to give tsc_khz back gets half a kHz more, and no hard bound.
  */
 int tsc__freq_from_perf_mult(struct tsc_freq *f, uint32_t mult, uint16_t shift)
 {
-	double rounding_ppm = 1e6 / mult;
-	u128 num;
+	double ours, theirs;
+	u128 num, khz;
 	int err;
 
-	if (!mult || shift > 63)
+	if (mult < 2 || shift > 63)
 		return tsc__fail(-ERANGE, "perf: time_mult %u, time_shift %u is no conversion",
 				 mult, shift);
 	num = (u128)1000000000 << shift;
+	khz = ((num / 1000) + mult / 2) / mult;
+	ours = 1.0 / (mult - 1);
+	theirs = khz <= TSC_MAX_HZ / 1000 && (double)(uint64_t)khz * ours < 0.5 ?
+		 tsc__kernel_rounding((uint64_t)khz) : NAN;
 	/* Both reduced by their common powers of two, to fit 64 bits. */
 	while (!(mult & 1) && !(num & 1)) {
 		mult >>= 1;
@@ -45,7 +56,12 @@ int tsc__freq_from_perf_mult(struct tsc_freq *f, uint32_t mult, uint16_t shift)
 	err = tsc__freq_set(f, TSC_SOURCE_PERF, (uint64_t)num, mult, 0, TSC_REFERENCE_KERNEL);
 	if (err)
 		return err;
-	f->precision_ppm = 500 / f->hz * 1e6 + rounding_ppm;
+	if (isnan(theirs)) {
+		f->precision_ppm = (500 / f->hz + ours) * 1e6;
+		return 0;
+	}
+	f->precision_ppm = (ours + theirs) / (1 - ours) * 1e6;
+	f->bound_ppm = f->precision_ppm;	/* two roundings, nothing measured */
 	return 0;
 }
 

@@ -73,10 +73,12 @@ int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined)
 	if (err)
 		return tsc__fail(err, "%s: %s", path, tsc_last_error());
 	err = tsc__freq_set(f, TSC_SOURCE_SYSFS, khz > UINT64_MAX / 1000 ? 0 : khz * 1000,
-			    1, 500.0 / (double)khz * 1e3, TSC_REFERENCE_KERNEL);
+			    1, tsc__kernel_rounding(khz) * 1e6, TSC_REFERENCE_KERNEL);
 	if (err)
 		return tsc__fail(err, "%s: %llu kHz is not within 1 MHz..20 GHz", path,
 				 (unsigned long long)khz);
+	/* tsc_khz itself: the kernel's clocks round it into their mult, nothing more. */
+	f->bound_ppm = f->precision_ppm;
 	known = tsc__kernel_known_freq(root);
 	/* Long roots are cut: detail is for people, the value is exact. */
 	snprintf(f->detail, TSC__REASON_SIZE, "%.200s: %llu kHz, %s", path,
@@ -86,6 +88,7 @@ int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined)
 		/* The kernel's estimate, 1% from the truth: not its rounding. */
 		f->precision_ppm = TSC__UNREFINED_PPM;
 		f->precision_of = TSC_REFERENCE_TRUE;
+		f->bound_ppm = 0;
 		snprintf(f->detail, TSC__REASON_SIZE,
 			 "%.80s: %llu kHz, maybe not refined (%.100s): good to 1%%",
 			 path, (unsigned long long)khz, why);

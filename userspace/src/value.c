@@ -28,9 +28,39 @@ int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
 	f->precision_ppm = precision_ppm;
 	f->precision_of = ref;
 	f->reserved32 = 0;
+	f->bound_ppm = 0;
 	memset(f->reserved, 0, sizeof(f->reserved));
 	f->detail[0] = '\0';
 	return 0;
+}
+
+/*
+ * The kernel's clocks count the TSC at mult / 2^shift ns a tick, made once
+ * from tsc_khz: clocksource_register_khz(&clocksource_tsc, tsc_khz) calls
+ * clocks_calc_mult_shift(&mult, &shift, tsc_khz, NSEC_PER_MSEC, 600 * 1000)
+ * (kernel/time/clocksource.c: 600 s, its cap for a 64-bit counter, in
+ * units of the kHz), as below.  mult is rounded to the nearest, so it is
+ * within half a unit of 10^6 * 2^shift / tsc_khz, and the Hz the two give
+ * differ by at most 0.5 / (mult - 0.5) of the kernel's: 1 part in 2^22 or
+ * so.  clock_page_test checks this mult against the kernel's own.
+ */
+double tsc__kernel_rounding(uint64_t khz)
+{
+	uint64_t tmp = (600000 * khz) >> 32, mult = 0;
+	unsigned int sftacc = 32;
+
+	if (khz < TSC_MIN_HZ / 1000 || khz > TSC_MAX_HZ / 1000)
+		return NAN;
+	while (tmp) {
+		tmp >>= 1;
+		sftacc--;
+	}
+	for (unsigned int sft = 32; sft > 0; sft--) {
+		mult = (((uint64_t)1000000 << sft) + khz / 2) / khz;
+		if (!(mult >> sftacc))
+			break;
+	}
+	return 0.5 / ((double)mult - 0.5);
 }
 
 double tsc_freq_diff_ppm(const struct tsc_freq *a, const struct tsc_freq *b)

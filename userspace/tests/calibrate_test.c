@@ -124,6 +124,7 @@ TEST(reaches_the_precision_asked_for)
 
 	calibrate(_metadata, 2600002345678ull, 1, 0.1, 1000, &f);
 	EXPECT_GE(0.1, f.precision_ppm);
+	EXPECT_EQ(0.0, f.bound_ppm);	/* a measurement: no hard bound */
 	/* And stops there: about 20 ms of simulated time for 0.1 ppm at 1 ns. */
 	EXPECT_GT(40.0, strtod(strstr(f.detail, "over ") + 5, NULL)) TH_LOG("%s", f.detail);
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
  * The perf page as a source: the rate its time_mult and time_shift imply,
- * exact, and within the precision stated of the kHz the kernel built them
- * from; on this machine, the page's rate or the reason there is none.
+ * exact, and within the hard bound stated of the kernel's clocks' rate;
+ * on this machine, the page's rate or the reason there is none.
  */
 #include <errno.h>
 #include <grp.h>
@@ -15,36 +15,69 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "kernel_mults.h"
 #include "../../selftests/harness.h"
 
 /*
  * The kernel's cyc2ns scale for tsc_khz: ns = cycles * mult >> shift,
  * mult = (NSEC_PER_MSEC << shift) / khz, rounded to nearest
- * (clocks_calc_mult_shift()).  The TSC's true rate is anywhere within the
- * 0.5 kHz that tsc_khz rounds it to: the precision stated must cover both.
+ * (clocks_calc_mult_shift()), then halved if shift came out 32.  Against
+ * real kernels' clocks (kernel_mults.h), at every shift: within the hard
+ * bound, which is no wider than the two roundings.
  */
-TEST(rate_within_its_precision)
+TEST(rate_within_its_bound)
 {
-	static const uint64_t khz[] = { 600000, 2095077, 2100000, 2600000, 3699999 };
+	for (unsigned int i = 0; i < sizeof(kernel_mults) / sizeof(kernel_mults[0]); i++)
+		for (uint16_t shift = 24; shift <= 32; shift++) {
+			uint64_t khz = kernel_mults[i].khz;
+			uint64_t mult = ((1000000ull << shift) + khz / 2) / khz;
+			uint16_t s = shift;
+			double truth = kernel_hz(i), off;
+			struct tsc_freq f;
+
+			if (s == 32) {
+				s = 31;
+				mult >>= 1;
+			}
+			ASSERT_EQ(0, tsc__freq_from_perf_mult(&f, (uint32_t)mult, s))
+				TH_LOG("%s", tsc_last_error());
+			EXPECT_EQ(TSC_SOURCE_PERF, f.source);
+			EXPECT_EQ(TSC_REFERENCE_KERNEL, f.precision_of);
+			/* Exactly 1e9 * 2^shift / mult. */
+			EXPECT_EQ((unsigned __int128)f.num * mult,
+				  ((unsigned __int128)1000000000 << s) * f.den);
+			off = fabs(f.hz - truth) / truth * 1e6;
+			EXPECT_EQ(f.precision_ppm, f.bound_ppm);
+			EXPECT_GE(f.bound_ppm, off) {
+				TH_LOG("%llu kHz, shift %u: %.6f ppm off the kernel's clocks, %.6f ppm claimed",
+				       (unsigned long long)khz, s, off, f.bound_ppm);
+			}
+			EXPECT_GE(0.5e6 / (kernel_mults[i].mult - 1) + 1.01e6 / mult, f.bound_ppm);
+		}
+}
+
+/*
+ * A mult too coarse to give tsc_khz back (no kernel's): no hard bound,
+ * and a precision that covers the 0.5 kHz tsc_khz may lie anywhere in.
+ */
+TEST(coarse_mult_has_no_bound)
+{
+	static const uint64_t khz[] = { 600000, 2095077, 3699999 };
 
 	for (size_t i = 0; i < sizeof(khz) / sizeof(khz[0]); i++)
-		for (uint16_t shift = 19; shift <= 31; shift += 4) {
+		for (uint16_t shift = 11; shift <= 19; shift += 4) {
 			uint64_t mult = ((1000000ull << shift) + khz[i] / 2) / khz[i];
 			struct tsc_freq f;
 
-			if (mult > UINT32_MAX)
-				continue;
 			ASSERT_EQ(0, tsc__freq_from_perf_mult(&f, (uint32_t)mult, shift))
 				TH_LOG("%s", tsc_last_error());
-			EXPECT_EQ(TSC_SOURCE_PERF, f.source);
-			/* Exactly 1e9 * 2^shift / mult. */
-			EXPECT_EQ((unsigned __int128)f.num * mult,
-				  ((unsigned __int128)1000000000 << shift) * f.den);
+			EXPECT_EQ(0.0, f.bound_ppm);
 			for (int end = -1; end <= 1; end += 2) {
 				double truth = (double)khz[i] * 1e3 + end * 499.9;
 				double err = fabs(f.hz - truth) / truth * 1e6;
+
 				EXPECT_GE(f.precision_ppm, err) {
-					TH_LOG("%llu kHz, shift %u, true rate %.1f Hz: %.6f ppm off, %.6f ppm claimed",
+					TH_LOG("%llu kHz, shift %u, rate %.1f Hz: %.6f ppm off, %.6f ppm claimed",
 					       (unsigned long long)khz[i], shift, truth, err,
 					       f.precision_ppm);
 				}

@@ -6,11 +6,13 @@
  * is refused with its own errno and a reason.
  */
 #include <errno.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "../../selftests/harness.h"
 #include "internal.h"
+#include "kernel_mults.h"
 
 /* A sysfs root in a temporary directory, with cpu0's directory in it. */
 FIXTURE(root) {
@@ -62,14 +64,35 @@ TEST_F(root, good_values)
 	EXPECT_EQ(TSC_SOURCE_SYSFS, f.source);
 	EXPECT_EQ(2600002000u, f.num / f.den);
 	EXPECT_NE(NULL, strstr(f.detail, "2600002 kHz"));
-	EXPECT_LT(0.19, f.precision_ppm);	/* 0.5 kHz of 2.6 GHz */
-	EXPECT_GT(0.20, f.precision_ppm);
+	/* The kernel's rounding of it into a mult of 2^22..2^23, a hard bound. */
+	EXPECT_LT(0.5e6 / (1 << 23), f.precision_ppm);
+	EXPECT_GT(0.5e6 / (1 << 22), f.precision_ppm);
+	EXPECT_EQ(f.precision_ppm, f.bound_ppm);
 
 	put(_metadata, self->file, "1000", 4);	/* no newline: fine */
 	ASSERT_EQ(0, tsc_freq_from_sysfs(&f, self->dir));
 	EXPECT_EQ(1000000u, f.num);
 	put(_metadata, self->file, "20000000\n", 9);
 	ASSERT_EQ(0, tsc_freq_from_sysfs(&f, self->dir));
+}
+
+/* Against real kernels' own mult: the bound is theirs, and holds. */
+TEST_F(root, bound_of_the_kernels_rate)
+{
+	for (unsigned int i = 0; i < sizeof(kernel_mults) / sizeof(kernel_mults[0]); i++) {
+		double truth = kernel_hz(i), off;
+		struct tsc_freq f;
+		char buf[32];
+
+		snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)kernel_mults[i].khz);
+		put(_metadata, self->file, buf, strlen(buf));
+		ASSERT_EQ(0, tsc_freq_from_sysfs(&f, self->dir));
+		off = fabs(f.hz - truth) / truth * 1e6;
+		EXPECT_GE(1e-12, fabs(f.bound_ppm / (0.5e6 / (kernel_mults[i].mult - 0.5)) - 1))
+			TH_LOG("%s: bound %.6f ppm", buf, f.bound_ppm);
+		EXPECT_GE(f.bound_ppm, off);
+		EXPECT_EQ(TSC_REFERENCE_KERNEL, f.precision_of);
+	}
 }
 
 TEST_F(root, bad_values)
@@ -138,7 +161,14 @@ TEST_F(root, unstable_tsc_means_unrefined)
 		TH_LOG("%s: %s", cases[i].content ? cases[i].content : "(none)", f.detail);
 		EXPECT_EQ(cases[i].doubt, doubt);
 		EXPECT_EQ(2598022000u, f.num);
-		EXPECT_EQ(cases[i].doubt ? 10000.0 : 500.0 / 2598022 * 1e3, f.precision_ppm);
+		/* An estimate: 1% of the truth, no hard bound; else the kernel's rounding. */
+		if (cases[i].doubt) {
+			EXPECT_EQ(10000.0, f.precision_ppm);
+			EXPECT_EQ(0.0, f.bound_ppm);
+		} else {
+			EXPECT_GT(0.5e6 / (1 << 22), f.precision_ppm);
+			EXPECT_EQ(f.precision_ppm, f.bound_ppm);
+		}
 		EXPECT_NE(NULL, strstr(f.detail, cases[i].why));
 		/* The public call gives the same, doubt stated in detail. */
 		ASSERT_EQ(0, tsc_freq_from_sysfs(&f, self->dir));
@@ -307,6 +337,7 @@ TEST(cpuid_leaf_15)
 	EXPECT_EQ(2592000000u, f.num / f.den);
 	EXPECT_EQ(0u, f.num % f.den);
 	EXPECT_EQ(TSC__CRYSTAL_PPM, f.precision_ppm);
+	EXPECT_EQ(0.0, f.bound_ppm);			/* a rating, not a bound */
 	EXPECT_EQ(TSC_REFERENCE_TRUE, f.precision_of);	/* a rated crystal's tolerance */
 	EXPECT_STREQ("true", tsc_reference_name(f.precision_of));
 	/* No crystal: no answer; leaf 0x16's base MHz is named, not taken. */
@@ -339,6 +370,8 @@ TEST(hypervisor_leaf)
 	EXPECT_EQ(TSC_SOURCE_HYPERVISOR, f.source);
 	EXPECT_EQ(2600002000u, f.num / f.den);
 	EXPECT_EQ(TSC_REFERENCE_HYPERVISOR, f.precision_of);
+	EXPECT_EQ(500.0 / 2600002 * 1e3, f.precision_ppm);
+	EXPECT_EQ(0.0, f.bound_ppm);	/* how it rounded its rate is its own */
 	EXPECT_STREQ("hypervisor", tsc_reference_name(f.precision_of));
 	leaf.eax = 0;
 	EXPECT_EQ(-ENODATA, tsc__freq_from_leaf40000010(&f, &leaf));

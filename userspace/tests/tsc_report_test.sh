@@ -49,7 +49,7 @@ PY
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 40
+ktap_plan 42
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--prometheus --json" "--sysfs-root" \
@@ -69,6 +69,10 @@ ktap_check "and carries their values" test "$got" = "('sysfs', 2600002000.0, 'ke
 got=$(json "$tmp/good.json" '(j["sysclock"]["path"], j["sysclock"]["rate_millihz"])')
 echo "# sysclock: $got; $(json "$tmp/good.json" 'j["sysclock"]["why"]')"
 ktap_check "the system clock: the page's path, at its rate ($rate mHz)" test "$got" = "('kernel', $rate)"
+# The kernel's rounding of 2600002 kHz into a mult of 2^22..2^23: a hard bound.
+got=$(json "$tmp/good.json" '(j["frequency"]["bound_ppm"] == j["frequency"]["precision_ppm"], 0.5e6 / 2**23 < j["frequency"]["bound_ppm"] < 0.5e6 / 2**22)')
+ktap_check "sysfs's precision is a hard bound, the kernel's rounding ($(json "$tmp/good.json" 'j["frequency"]["bound_ppm"]') ppm)" \
+	test "$got" = "(True, True)"
 want=$([ $invariant = True ] && echo 0 || echo 1)
 echo "# invariant TSC per /proc/cpuinfo: $invariant, exit $st"
 ktap_check "exit status is the verdict ($want)" test $st = "$want" -a "$(json "$tmp/good.json" 'j["verdict"]["trustworthy"]')" = $invariant
@@ -82,7 +86,9 @@ ktap_check "--json twice: JSON, no usage error" \
 "$tool" --sysfs-root "$tmp/good" --prometheus > "$tmp/good.prom"
 ktap_check "promtool accepts the Prometheus text" promtool check metrics < "$tmp/good.prom"
 ktap_check "which carries the values" grep -qx 'tsc_frequency_hertz{source="sysfs"} 2600002000.000' "$tmp/good.prom"
-ktap_check "and what the precision is of" grep -qx 'tsc_frequency_precision_ratio{of="kernel"} 1.92308e-07' "$tmp/good.prom"
+# shellcheck disable=SC2016 # awk's own $1 and $2
+ktap_check "and what the precision is of" awk '$1 == "tsc_frequency_precision_ratio{of=\"kernel\"}" &&
+	$2 > 0.5 / 2^23 && $2 < 0.5 / 2^22 { ok = 1 } END { exit !ok }' "$tmp/good.prom"
 ktap_check "offsets in seconds" grep -qx 'tsc_offset_seconds{cpu="1",measured_by="module"} -1.53846e-08' "$tmp/good.prom"
 ktap_check "the timekeeper's rate in hertz, to the millihertz" \
 	grep -qx "tsc_timekeeper_frequency_hertz $((rate / 1000)).$(printf %03d $((rate % 1000)))" "$tmp/good.prom"
@@ -201,6 +207,8 @@ echo "# $(json "$tmp/bad.json" 'j["frequency"]["detail"][:160]')"
 ktap_check "a bad frequency file is not believed, and not fatal" \
 	test $st != 3 -a "$(json "$tmp/bad.json" 'j["frequency"]["source"]')" != sysfs \
 	-a -n "$(grep -l 'not a plain decimal' "$tmp/bad.json")"
+ktap_check "a source without a hard bound gives none (null), perf's is one" \
+	test "$(json "$tmp/bad.json" '(j["frequency"]["bound_ppm"] is None) == (j["frequency"]["source"] != "perf")')" = True
 got=$(json "$tmp/bad.json" '(j["sysclock"]["path"], j["sysclock"]["rate_millihz"], "module" in j["sysclock"]["why"])')
 ktap_check "no clock page: clock_gettime(), no rate, and why" test "$got" = "('syscall', None, True)"
 "$tool" --sysfs-root "$tmp/bad" --prometheus > "$tmp/bad.prom"

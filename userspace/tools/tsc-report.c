@@ -123,8 +123,11 @@ static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc
 {
 	const struct tsc_freq *f = &clk->freq;
 
-	fprintf(out, "Frequency      %.3f Hz +-%.3g ppm %s, from %s\n", f->hz,
+	fprintf(out, "Frequency      %.3f Hz +-%.3g ppm %s, from %s", f->hz,
 	       f->precision_ppm, precision_of(f), tsc_source_name(f->source));
+	if (f->bound_ppm > 0)
+		fprintf(out, " (a hard bound)");
+	fputc('\n', out);
 	fprintf(out, "               %s\n", f->detail);
 	for (unsigned int i = 0; i < s->n; i++)
 		fprintf(out, "%-14s %-12s %.3f Hz +-%.3g ppm of %s\n", i ? "" : "Sources",
@@ -191,10 +194,15 @@ static void print_json(FILE *out, const struct tsc_clock *clk, const struct tsc_
 
 	fprintf(out, "{\n  \"schema_version\": 1,\n  \"frequency\": {\"hz\": %.3f, \"num\": %llu, "
 	       "\"den\": %llu, \"source\": \"%s\", \"precision_ppm\": %.6g, "
-	       "\"precision_of\": \"%s\", \"detail\": ",
+	       "\"precision_of\": \"%s\", \"bound_ppm\": ",
 	       f->hz, (unsigned long long)f->num, (unsigned long long)f->den,
 	       tsc_source_name(f->source), f->precision_ppm,
 	       tsc_reference_name(f->precision_of));
+	if (f->bound_ppm > 0)
+		fprintf(out, "%.6g", f->bound_ppm);
+	else
+		fprintf(out, "null");
+	fprintf(out, ", \"detail\": ");
 	cli_json_str(out, f->detail);
 	fprintf(out, "},\n  \"frequency_sources\": {\"agree\": %s, \"sources\": [",
 		s->a < 0 ? "true" : "false");
