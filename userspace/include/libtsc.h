@@ -382,10 +382,10 @@ struct tsc__discipline;
  * them, NTP slewing, steps, leap seconds and suspend included, read with
  * one rdtsc where the module's page is there and the kernel's clocks read
  * the TSC; where not, clock_gettime(), or if asked for, a disciplined
- * clock of the library's (tsc_sysclock_sync(3)), also one rdtsc, within
- * about a microsecond of the system's while its rate holds.  Declare with TSC_SYSCLOCK() (on the
- * heap: aligned_alloc(64, ...), zeroed, sz set by hand); any number of
- * threads may read it once tsc_sysclock_init() returned.
+ * clock of the library's (tsc_sysclock_sync(3)), also one rdtsc, as close
+ * to the system's as the quick start says.  Declare with TSC_SYSCLOCK()
+ * (on the heap: aligned_alloc(64, ...), zeroed, sz set by hand); any
+ * number of threads may read it once tsc_sysclock_init() returned.
  */
 struct tsc_sysclock {
 	/* What a read touches: the page, kernel's or the library's. */
