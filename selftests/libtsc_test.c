@@ -88,7 +88,15 @@ TEST(module_loaded_its_value_wins)
 	EXPECT_EQ(TSC_SOURCE_SYSFS, f.source);
 	EXPECT_EQ(khz * 1000, f.num);
 	EXPECT_EQ(1u, f.den);
-	EXPECT_EQ(unstable ? 10000.0 : 500.0 / (double)khz * 1e3, f.precision_ppm);
+	if (unstable) {
+		EXPECT_EQ(10000.0, f.precision_ppm);
+		EXPECT_EQ(0.0, f.bound_ppm);
+	} else {
+		/* The kernel's rounding of tsc_khz into a mult above 2^21: a hard bound. */
+		EXPECT_EQ(f.bound_ppm, f.precision_ppm);
+		EXPECT_LT(0.0, f.bound_ppm);
+		EXPECT_GT(0.5e6 / (1 << 21), f.bound_ppm);
+	}
 	EXPECT_EQ(unstable ? TSC_REFERENCE_TRUE : TSC_REFERENCE_KERNEL, f.precision_of);
 	expect_calibration_agrees(_metadata, khz);
 }
