@@ -10,12 +10,12 @@
  * in passing (TSC_DISCIPLINE_READERS, no thread at all).
  *
  * CLOCK_MONOTONIC is the one disciplined.  Its rate is the TSC's rate in
- * MONOTONIC_RAW's ns (raw_rate(), over a long base) times the rate the
- * kernel's NTP state gives MONOTONIC against RAW now (adjtimex()'s tick,
- * freq, the PLL's share of its offset this second, adjtime()'s slew:
- * kernel_rate()), times the ratio of what MONOTONIC did against RAW to
- * that model over the last interval in which the model held still (the
- * kernel's own roundings, ntp_tick_adj: bias).  While the kernel's state
+ * MONOTONIC_RAW's ns (tsc__discipline_raw_rate(), over a long base) times
+ * the rate the kernel's NTP state gives MONOTONIC against RAW now
+ * (adjtimex()'s tick, freq, the PLL's share of its offset this second,
+ * adjtime()'s slew: kernel_rate()), times the ratio of what MONOTONIC did
+ * against RAW to that model over the last interval in which the model
+ * held still (the kernel's own roundings, ntp_tick_adj: bias).  While the kernel's state
  * holds still that is the rate the system's MONOTONIC ran at since the
  * last sync; when it changes (an NTP daemon's update), the new rate is
  * taken at the first sync after, not an interval later.  Where adjtimex()
@@ -119,7 +119,7 @@ __extension__ typedef unsigned __int128 u128;
 #define NEAR_BOUND_NS	1000000		/* a sync this close to the bound may not beat it */
 #define SAMPLE_TRIES	8
 #define RAW_BASE_NS	32000000000ull	/* MONOTONIC_RAW's rate over 32 to 64 s */
-#define RAW_NOISE	2e-6		/* beside the samples': RAW's rate moved (raw_rate()) */
+#define RAW_NOISE	2e-6		/* beside the samples': RAW's rate moved */
 #define MAX_TICKADJ_NS	500000.0	/* adjtime() slews 500 us a second at most */
 #define MAX_TC		10		/* the kernel's MAXTC: the PLL's constant */
 /*
@@ -161,9 +161,8 @@ struct tsc__discipline {
 	uint64_t bound_t;		/* the TSC past which readers leave the page */
 	int64_t real_d, boot_d;		/* REALTIME, BOOTTIME minus MONOTONIC */
 	double ns_per_tick;		/* the system's MONOTONIC, lately */
-	/* MONOTONIC_RAW against the TSC from two bases, the older 32 to 64 s back (raw_rate()). */
-	uint64_t raw_t[2], raw_ns[2];
-	uint64_t last_raw_t, last_raw;	/* RAW at the last sample, with last_t and last_mono */
+	/* MONOTONIC_RAW against the TSC, and at the last sample (with last_t and last_mono). */
+	struct tsc__raw_base raw;
 	double kernel_last;		/* kernel_rate() then; 0: not known */
 	double bias;			/* MONOTONIC over RAW, measured over the model */
 	long user_hz;			/* adjtimex()'s tick is in us per 1/user_hz s */
@@ -818,29 +817,29 @@ static double kernel_rate(struct tsc__discipline *d)
  * interval's rate (interval_rate, 0: none) tells another (a clocksource
  * changed, a VM paused with its TSC running) beyond the samples' noise.
  */
-static double raw_rate(struct tsc__discipline *d, const struct sample *s, bool gap,
-		       double interval_rate, double noise)
+double tsc__discipline_raw_rate(struct tsc__raw_base *b, uint64_t t, uint64_t ns, bool gap,
+				double interval_rate, double noise)
 {
 	double rate = 0;
 
-	if (s->raw - d->raw_ns[0] >= 500000000 && s->raw_t > d->raw_t[0])
-		rate = (double)(s->raw - d->raw_ns[0]) / (double)(s->raw_t - d->raw_t[0]);
+	if (ns - b->ns[0] >= 500000000 && t > b->t[0])
+		rate = (double)(ns - b->ns[0]) / (double)(t - b->t[0]);
 	if (interval_rate > 0 && rate > 0 && fabs(interval_rate / rate - 1) > noise) {
 		/* From the last sample on: the interval's rate. */
-		d->raw_t[0] = d->raw_t[1] = d->last_raw_t;
-		d->raw_ns[0] = d->raw_ns[1] = d->last_raw;
+		b->t[0] = b->t[1] = b->last_t;
+		b->ns[0] = b->ns[1] = b->last_ns;
 		return interval_rate;
 	}
-	if (gap || s->raw <= d->raw_ns[1] || s->raw_t <= d->raw_t[1]) {
-		d->raw_t[0] = d->raw_t[1] = s->raw_t;
-		d->raw_ns[0] = d->raw_ns[1] = s->raw;
+	if (gap || ns <= b->ns[1] || t <= b->t[1]) {
+		b->t[0] = b->t[1] = t;
+		b->ns[0] = b->ns[1] = ns;
 		return 0;
 	}
-	if (s->raw - d->raw_ns[1] >= RAW_BASE_NS) {
-		d->raw_t[0] = d->raw_t[1];
-		d->raw_ns[0] = d->raw_ns[1];
-		d->raw_t[1] = s->raw_t;
-		d->raw_ns[1] = s->raw;
+	if (ns - b->ns[1] >= RAW_BASE_NS) {
+		b->t[0] = b->t[1];
+		b->ns[0] = b->ns[1];
+		b->t[1] = t;
+		b->ns[1] = ns;
 	}
 	return rate;
 }
@@ -944,16 +943,16 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 	 * was reset), which only moves the starting point on.
 	 */
 	reset = s.t + d->skew_ticks < d->seg.t0;
-	gap = s.t <= d->last_t || s.mono <= d->last_mono || s.raw <= d->last_raw ||
-	      s.raw_t <= d->last_raw_t || o.boot_step || reset;
+	gap = s.t <= d->last_t || s.mono <= d->last_mono || s.raw <= d->raw.last_ns ||
+	      s.raw_t <= d->raw.last_t || o.boot_step || reset;
 	measured = !gap && s.mono - d->last_mono >= 500000000;
 	kernel = kernel_rate(d);
 	interval_raw = 0;
 	if (measured) {
-		double q = (double)(s.mono - d->last_mono) / (double)(s.raw - d->last_raw);
+		double q = (double)(s.mono - d->last_mono) / (double)(s.raw - d->raw.last_ns);
 
 		d->ns_per_tick = (double)(s.mono - d->last_mono) / (double)(s.t - d->last_t);
-		interval_raw = (double)(s.raw - d->last_raw) / (double)(s.raw_t - d->last_raw_t);
+		interval_raw = (double)(s.raw - d->raw.last_ns) / (double)(s.raw_t - d->raw.last_t);
 		/*
 		 * Where the model held still over the interval, what it
 		 * leaves out (the kernel's roundings, ntp_tick_adj); a model
@@ -965,14 +964,14 @@ static int sync_core(struct tsc__discipline *d, const char **why)
 			d->bias = d->bias > 0 ? d->bias + (q / kernel - d->bias) / 4 : q / kernel;
 		}
 	}
-	raw = raw_rate(d, &s, gap, interval_raw,
-		       measured ? 4.0 * (double)d->max_width / (double)(s.mono - d->last_mono) +
-				  RAW_NOISE : 0);
+	raw = tsc__discipline_raw_rate(&d->raw, s.raw_t, s.raw, gap, interval_raw,
+				       measured ? 4.0 * (double)d->max_width /
+						  (double)(s.mono - d->last_mono) + RAW_NOISE : 0);
 	if (gap || measured) {
 		d->last_t = s.t;
 		d->last_mono = s.mono;
-		d->last_raw_t = s.raw_t;
-		d->last_raw = s.raw;
+		d->raw.last_t = s.raw_t;
+		d->raw.last_ns = s.raw;
 		d->kernel_last = kernel;
 	}
 	/* The kernel's rate now, where it tells; else the last interval's. */
@@ -1518,8 +1517,8 @@ int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *ro
 	d->boot_d = s.boot_d;
 	d->last_t = s.t;
 	d->last_mono = s.mono;
-	d->last_raw_t = d->raw_t[0] = d->raw_t[1] = s.raw_t;
-	d->last_raw = d->raw_ns[0] = d->raw_ns[1] = s.raw;
+	d->raw.last_t = d->raw.t[0] = d->raw.t[1] = s.raw_t;
+	d->raw.last_ns = d->raw.ns[0] = d->raw.ns[1] = s.raw;
 	d->user_hz = sysconf(_SC_CLK_TCK);
 	d->kernel_last = kernel_rate(d);
 	d->sync_mono = s.mono;

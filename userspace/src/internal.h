@@ -164,6 +164,19 @@ uint64_t tsc__discipline_horizon(uint64_t *intervals, uint64_t interval);
 struct timex;
 double tsc__discipline_kernel_rate(const struct timex *tx, long adjtime_us, long user_hz);
 /*
+ * The TSC's rate in MONOTONIC_RAW ns, from two bases of (TSC, RAW), the
+ * older 32 to 64 s back: 0 until half a second is seen, and again after a
+ * gap; where interval_rate (the last interval's, 0: none) is more than
+ * noise from it, that rate, and the bases start again from the last
+ * sample (last_t, last_ns, which the caller keeps).
+ */
+struct tsc__raw_base {
+	uint64_t t[2], ns[2];
+	uint64_t last_t, last_ns;	/* RAW at the caller's last sample */
+};
+double tsc__discipline_raw_rate(struct tsc__raw_base *b, uint64_t t, uint64_t ns, bool gap,
+				double interval_rate, double noise);
+/*
  * The unit tests' own (built with TSC__TEST_HOOKS; nothing else defines
  * it): a disciplined clock's next this-many samples read too wide to use.
  */

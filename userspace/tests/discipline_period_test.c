@@ -231,6 +231,68 @@ TEST(kernel_rate)
 	EXPECT_EQ(0.0, tsc__discipline_kernel_rate(&tx, 0, 0));
 }
 
+/*
+ * A sample of MONOTONIC_RAW sec seconds after the first, RAW having run
+ * at ns_per_tick since the last sample (0.4: 2.5 GHz); the rate
+ * tsc__discipline_raw_rate() gives, told the interval's rate if asked.
+ */
+struct raw_sim {
+	struct tsc__raw_base b;
+	uint64_t t, ns;
+};
+
+static double raw_at(struct raw_sim *r, double sec, double ns_per_tick, bool gap,
+		     bool tell_interval)
+{
+	uint64_t ns = 400 + (uint64_t)(sec * 1e9);
+	uint64_t t = r->t + (uint64_t)((double)(ns - r->ns) / ns_per_tick);
+	double interval = tell_interval ? (double)(ns - r->ns) / (double)(t - r->t) : 0;
+	double rate = tsc__discipline_raw_rate(&r->b, t, ns, gap, interval, 1e-6);
+
+	r->t = r->b.last_t = t;
+	r->ns = r->b.last_ns = ns;
+	return rate;
+}
+
+/*
+ * MONOTONIC_RAW's rate against the TSC: none before half a second; then
+ * over a base that moves on every 32 s, so 32 to 64 s long; where the
+ * last interval's rate differs beyond the noise (another clocksource),
+ * that one at once, the bases then from the last sample; none again after
+ * a gap, or a RAW that went back.
+ */
+TEST(raw_rate)
+{
+	struct raw_sim r = { { { 1000, 1000 }, { 400, 400 }, 1000, 400 }, 1000, 400 };
+	uint64_t t70, ns70;
+
+	EXPECT_EQ(0.0, raw_at(&r, 0.4, 0.4, false, true));
+	EXPECT_RATE(0.4, raw_at(&r, 1, 0.4, false, true), 1e-12);
+	EXPECT_RATE(0.4, raw_at(&r, 33, 0.4, false, true), 1e-12);
+	EXPECT_EQ(400u, r.b.ns[0]);			/* 33 s: the second base taken */
+	EXPECT_EQ(r.ns, r.b.ns[1]);
+	EXPECT_RATE(0.4, raw_at(&r, 66, 0.4, false, true), 1e-12);
+	EXPECT_EQ(400 + 33000000000u, r.b.ns[0]);	/* 66 s: the older dropped */
+	/* Within the noise the long base stands: 0.1 ppm over 4 s. */
+	EXPECT_RATE(0.4, raw_at(&r, 70, 0.40000004, false, true), 1e-8);
+	EXPECT_EQ(400 + 33000000000u, r.b.ns[0]);
+	/* 1% over the next 4 s: that interval's rate, its start the base. */
+	t70 = r.t;
+	ns70 = r.ns;
+	EXPECT_RATE(0.404, raw_at(&r, 74, 0.404, false, true), 1e-9);
+	EXPECT_EQ(ns70, r.b.ns[0]);
+	EXPECT_EQ(t70, r.b.t[1]);
+	EXPECT_RATE(0.404, raw_at(&r, 80, 0.404, false, true), 1e-9);
+	/* A gap: nothing until half a second is seen again. */
+	EXPECT_EQ(0.0, raw_at(&r, 90, 0.404, true, false));
+	EXPECT_EQ(r.ns, r.b.ns[0]);
+	EXPECT_RATE(0.404, raw_at(&r, 91, 0.404, false, false), 1e-9);
+	/* RAW back: no rate from a base ahead of it, which starts again there. */
+	EXPECT_EQ(0.0, tsc__discipline_raw_rate(&r.b, r.t + 2500000000u, r.b.ns[1] - 1, false, 0,
+						1e-6));
+	EXPECT_EQ(r.t + 2500000000u, r.b.t[0]);
+}
+
 static int64_t now(clockid_t id)
 {
 	return tsc__ns_now(id);
