@@ -16,6 +16,7 @@
 #include <math.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/timex.h>
 #include <sys/wait.h>
 
@@ -82,8 +83,50 @@ static int set_tick(long tick)
 	return adjtimex(&tx) < 0 ? -errno : 0;
 }
 
+/*
+ * The PLL's offset, in us, slewed out at 1/2^(2 + constant) of what is
+ * left each second (kernel/time/ntp.c), constant in us mode (no STA_NANO)
+ * being the one given plus 4; 0: none left, and STA_PLL clear (the offset
+ * is taken only while it is set).
+ */
+static int set_pll(long offset_us, long constant)
+{
+	struct timex tx = { .modes = ADJ_STATUS | ADJ_OFFSET | ADJ_TIMECONST,
+			    .status = STA_PLL, .offset = offset_us, .constant = constant };
+
+	if (adjtimex(&tx) < 0)
+		return -errno;
+	if (offset_us)
+		return 0;
+	tx = (struct timex){ .modes = ADJ_STATUS, .status = 0 };
+	return adjtimex(&tx) < 0 ? -errno : 0;
+}
+
+/* adjtime()'s slew, 500 us a second while any of delta_us is left; 0: none. */
+static int set_adjtime(long delta_us)
+{
+	struct timeval tv = { .tv_sec = 0, .tv_usec = delta_us };
+
+	return adjtime(&tv, NULL) ? -errno : 0;
+}
+
+/*
+ * Until 5 ms into CLOCK_REALTIME's next second: the kernel applies
+ * adjtime()'s slew and the PLL's share at the turn of its second
+ * (second_overflow() in kernel/time/ntp.c), tick and freq at once.
+ */
+static void next_kernel_second(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	usleep((useconds_t)((1000000000 - ts.tv_nsec) / 1000 + 5000));
+}
+
 FIXTURE_TEARDOWN(sys)
 {
+	set_adjtime(0);
+	set_pll(0, 0);
 	set_freq_ppm(0);
 	set_tick(1000000 / sysconf(_SC_CLK_TCK));
 }
@@ -413,21 +456,33 @@ static int64_t disciplined_off(const struct tsc_sysclock *c, uint64_t *width)
 
 /*
  * A disciplined clock follows a change of the kernel's rate at the first
- * sync after it: it takes the rate from the kernel's NTP state
- * (adjtimex()'s freq and tick), not from the interval before, which ran
- * at the old rate.  Synced every half second for two seconds (its
- * MONOTONIC_RAW base, and what the model leaves out, learnt), then just
- * after each change, and read half a second later without a sync: within
- * 100 us of the system's MONOTONIC.  At the old rate it would be 250 us
- * off or more (changes of 500 and 1000 ppm, by freq and by tick).
+ * sync after it takes effect: it takes the rate from the kernel's NTP
+ * state (adjtimex()'s freq, tick, the PLL's offset and adjtime()'s slew),
+ * not from the interval before, which ran at the old rate.  Synced every
+ * half second for two seconds (its MONOTONIC_RAW base, and what the model
+ * leaves out, learnt), then after each change (just after it for freq and
+ * tick, after the kernel's next second for adjtime() and the PLL), and
+ * read half a second later without a sync: within 100 us of the system's
+ * MONOTONIC.  At the old rate it would be 250 us off or more (changes of
+ * 500 to 1560 ppm).  The kernel's catching up the 5 ms of its second at
+ * the old rate adds 8 us at most.  Until that second the disciplined
+ * clock keeps the old rate, which the kernel's is then too (each change
+ * made from a state that the turn of the second does not change).
  */
 TEST_F(sys, a_disciplined_clock_follows_the_kernels_rate)
 {
 	const long tick = 1000000 / sysconf(_SC_CLK_TCK);
-	static const struct { const char *what; long freq_ppm, tick_ppm; } change[] = {
-		{ "freq +500 ppm", 500, 0 },
-		{ "freq -500 ppm", -500, 0 },
-		{ "freq 0, tick +500 ppm", 0, 500 },
+	static const struct {
+		const char *what;
+		long freq_ppm, tick_ppm, adjtime_us, pll_us;
+	} change[] = {
+		{ "freq +500 ppm", 500, 0, 0, 0 },
+		{ "freq -500 ppm", -500, 0, 0, 0 },
+		{ "freq 0, tick +500 ppm", 0, 500, 0, 0 },
+		{ "tick 0", 0, 0, 0, 0 },
+		/* Each from a state whose rate holds until the kernel's second turns. */
+		{ "adjtime() -50 ms: -500 ppm", 0, 0, -50000, 0 },
+		{ "adjtime() done, the PLL's 400 ms: about +1560 ppm", 0, 0, 0, 400000 },
 	};
 	TSC_SYSCLOCK(c);
 
@@ -444,6 +499,10 @@ TEST_F(sys, a_disciplined_clock_follows_the_kernels_rate)
 
 		ASSERT_EQ(0, set_freq_ppm(change[i].freq_ppm));
 		ASSERT_EQ(0, set_tick(tick + tick * change[i].tick_ppm / 1000000));
+		ASSERT_EQ(0, set_adjtime(change[i].adjtime_us));
+		ASSERT_EQ(0, set_pll(change[i].pll_us, 2));	/* 6 */
+		if (change[i].adjtime_us || change[i].pll_us)
+			next_kernel_second();
 		ASSERT_EQ(0, sync_retry(&c)) TH_LOG("%s", tsc_last_error());
 		usleep(500000);
 		off = disciplined_off(&c, &width);
