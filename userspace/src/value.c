@@ -42,12 +42,15 @@ int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
  * units of the kHz), as below.  mult is rounded to the nearest, so it is
  * within half a unit of 10^6 * 2^shift / tsc_khz, and the Hz the two give
  * differ by at most 0.5 / (mult - 0.5) of the kernel's: 1 part in 2^22 or
- * so.  clock_page_test checks this mult against the kernel's own.
+ * so.  __clocksource_update_freq_scale() then halves a mult that could
+ * overflow when NTP adjusts it by 11%.  clock_page_test checks this mult
+ * against the kernel's own.
  */
 double tsc__kernel_rounding(uint64_t khz)
 {
 	uint64_t tmp = (600000 * khz) >> 32, mult = 0;
 	unsigned int sftacc = 32;
+	double err = 0.5;		/* of a unit of mult, at most */
 
 	if (khz < TSC_MIN_HZ / 1000 || khz > TSC_MAX_HZ / 1000)
 		return NAN;
@@ -60,7 +63,15 @@ double tsc__kernel_rounding(uint64_t khz)
 		if (!(mult >> sftacc))
 			break;
 	}
-	return 0.5 / ((double)mult - 0.5);
+	/*
+	 * Then halved, truncated, while mult and 11% of it overflow 32 bits
+	 * (below 7159 kHz): each halving adds up to half a unit of the new.
+	 */
+	while (mult + mult * 11 / 100 > UINT32_MAX) {
+		mult >>= 1;
+		err = err / 2 + 0.5;
+	}
+	return err / ((double)mult - err);
 }
 
 double tsc_freq_diff_ppm(const struct tsc_freq *a, const struct tsc_freq *b)

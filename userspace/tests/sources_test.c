@@ -80,7 +80,7 @@ TEST_F(root, good_values)
 TEST_F(root, bound_of_the_kernels_rate)
 {
 	for (unsigned int i = 0; i < sizeof(kernel_mults) / sizeof(kernel_mults[0]); i++) {
-		double truth = kernel_hz(i), off;
+		double truth = kernel_hz(i), off, u;
 		struct tsc_freq f;
 		char buf[32];
 
@@ -88,9 +88,11 @@ TEST_F(root, bound_of_the_kernels_rate)
 		put(_metadata, self->file, buf, strlen(buf));
 		ASSERT_EQ(0, tsc_freq_from_sysfs(&f, self->dir));
 		off = fabs(f.hz - truth) / truth * 1e6;
-		EXPECT_GE(1e-12, fabs(f.bound_ppm / (0.5e6 / (kernel_mults[i].mult - 0.5)) - 1))
-			TH_LOG("%s: bound %.6f ppm", buf, f.bound_ppm);
-		EXPECT_GE(f.bound_ppm, off);
+		/* The kernel's own mult: half a unit of it, 0.75 where it halved it. */
+		u = kernel_mults[i].units;
+		EXPECT_GE(1e-12, fabs(f.bound_ppm / (u * 1e6 / (kernel_mults[i].mult - u)) - 1))
+			TH_LOG("%s: bound %.9f ppm", buf, f.bound_ppm);
+		EXPECT_GE(f.bound_ppm, off) TH_LOG("%s: %.9f ppm off, bound %.9f", buf, off, f.bound_ppm);
 		EXPECT_EQ(TSC_REFERENCE_KERNEL, f.precision_of);
 	}
 }
