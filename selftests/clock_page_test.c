@@ -48,44 +48,56 @@ static inline uint64_t rdtsc_fenced(void)
 }
 
 /*
- * Clock c at a TSC reading taken inside the page's sequence count, as a
- * reader of the ABI does it: 1 and the time in *ns; 0 if the page says
- * the clocks do not read the TSC (*flags says what it says).
+ * A consistent copy of the page, and a TSC reading taken inside its
+ * sequence count, as a reader of the ABI does it: 1; 0 if the page says
+ * the clocks do not read the TSC (s->flags says what it says).
+ */
+static int page_snapshot(const volatile struct tscfk_clock_page *p, struct tscfk_clock_page *s,
+			 uint64_t *t)
+{
+	for (;;) {
+		uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
+
+		/* Odd: being written, or, without TSC in flags, not to be used. */
+		if (seq & 1) {
+			s->flags = p->flags;
+			if (!(s->flags & TSCFK_CLOCK_TSC))
+				return 0;
+			continue;
+		}
+		*s = *p;
+		*t = rdtsc_fenced();
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) == seq)
+			return !!(s->flags & TSCFK_CLOCK_TSC);
+	}
+}
+
+/*
+ * Clock c at a TSC reading taken inside the page's sequence count: 1 and
+ * the time in *ns; 0 if the page says the clocks do not read the TSC
+ * (*flags says what it says).
  */
 static int page_read(const volatile struct tscfk_clock_page *p, int c, uint64_t *ns,
 		     uint16_t *flags)
 {
-	for (;;) {
-		uint32_t seq = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
-		struct tscfk_clock_page s;
-		struct tscfk_clock_map m;
-		uint64_t t;
+	struct tscfk_clock_page s;
+	struct tscfk_clock_map m;
+	uint64_t t;
+	int tsc = page_snapshot(p, &s, &t);
 
-		/* Odd: being written, or, without TSC in flags, not to be used. */
-		if (seq & 1) {
-			*flags = p->flags;
-			if (!(*flags & TSCFK_CLOCK_TSC))
-				return 0;
-			continue;
-		}
-		s = *p;
-		t = rdtsc_fenced();
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) != seq)
-			continue;
-		*flags = s.flags;
-		if (!(s.flags & TSCFK_CLOCK_TSC))
-			return 0;
-		if (c == RAW) {
-			m = s.raw;
-		} else {
-			m = (struct tscfk_clock_map){ s.mult_ns, s.mult, s.frac, 0 };
-			m.off = c == REAL ? s.real_off : c == MONO ? s.mono_off :
-				c == BOOT ? s.boot_off : s.tai_off;
-		}
-		*ns = tscfk_clock_ns(&m, s.cycle_last, t);
-		return 1;
+	*flags = s.flags;
+	if (!tsc)
+		return 0;
+	if (c == RAW) {
+		m = s.raw;
+	} else {
+		m = (struct tscfk_clock_map){ s.mult_ns, s.mult, s.frac, 0 };
+		m.off = c == REAL ? s.real_off : c == MONO ? s.mono_off :
+			c == BOOT ? s.boot_off : s.tai_off;
 	}
+	*ns = tscfk_clock_ns(&m, s.cycle_last, t);
+	return 1;
 }
 
 static uint64_t gettime(int c)
@@ -295,25 +307,23 @@ TEST_F(module, the_kernels_clocks)
 TEST_F(module, the_kernels_rate_within_the_bound)
 {
 	const volatile struct tscfk_clock_page *p;
+	struct tscfk_clock_page s;
 	struct tsc_freq f;
-	uint64_t mult;
-	uint32_t seq, shift;
+	uint64_t mult, t;
+	uint32_t shift;
 	double ns_per_tick, hz, off;
-	int err;
+	int err, tsc;
 
 	ASSERT_EQ(0, module_load(""));
 	p = map_page(_metadata);
 	ASSERT_NE(NULL, p);
-	do {
-		seq = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
-		shift = p->kernel_shift;
-		mult = shift && shift <= 32 ? p->raw.mult_ns << shift |
-		       p->raw.mult >> (64 - shift) : 0;
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	} while (!(seq & 1) && __atomic_load_n(&p->seq, __ATOMIC_RELAXED) != seq);
+	tsc = page_snapshot(p, &s, &t);
 	munmap((void *)p, PAGE);
-	if (seq & 1)
+	if (!tsc)
 		SKIP(return, "the clocks do not read the TSC: no rate of theirs for it");
+	shift = s.kernel_shift;
+	ASSERT_TRUE(shift >= 1 && shift <= 32) TH_LOG("shift %u", shift);
+	mult = s.raw.mult_ns << shift | s.raw.mult >> (64 - shift);
 	ns_per_tick = (double)mult / (double)(1ull << shift);
 	ASSERT_EQ(0, tsc_freq_from_sysfs(&f, NULL)) TH_LOG("%s", tsc_last_error());
 	hz = 1e9 / ns_per_tick;
