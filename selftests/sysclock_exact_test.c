@@ -63,6 +63,7 @@ static int step(int sec)
 
 FIXTURE(sys) {
 	struct tsc_sysclock s;
+	struct timex ntp;	/* the kernel's NTP state before the test */
 };
 
 FIXTURE_SETUP(sys)
@@ -70,6 +71,7 @@ FIXTURE_SETUP(sys)
 	REQUIRE_MODULE();
 	if (geteuid() != 0)
 		SKIP(return, "not root: cannot slew or step the clock");
+	ASSERT_LE(0, adjtimex(&self->ntp));
 	self->s.sz = sizeof(self->s);
 	ASSERT_EQ(0, tsc_sysclock_init(&self->s, NULL)) TH_LOG("%s", tsc_last_error());
 	TH_LOG("path %d: %s", self->s.path, self->s.why);
@@ -85,20 +87,22 @@ static int set_tick(long tick)
 
 /*
  * The PLL's offset, in us, slewed out at 1/2^(2 + constant) of what is
- * left each second (kernel/time/ntp.c), constant in us mode (no STA_NANO)
- * being the one given plus 4; 0: none left, and STA_PLL clear (the offset
- * is taken only while it is set).
+ * left each second (kernel/time/ntp.c), in nanosecond mode, which takes
+ * the constant as given (microsecond mode adds 4), the offset then in ns;
+ * 0: none left, and STA_PLL clear (the offset is taken only while it is
+ * set).  STA_UNSYNC stays: no test makes the kernel think it is synced.
  */
 static int set_pll(long offset_us, long constant)
 {
-	struct timex tx = { .modes = ADJ_STATUS | ADJ_OFFSET | ADJ_TIMECONST,
-			    .status = STA_PLL, .offset = offset_us, .constant = constant };
+	struct timex tx = { .modes = ADJ_STATUS | ADJ_OFFSET | ADJ_TIMECONST | ADJ_NANO,
+			    .status = STA_PLL | STA_UNSYNC, .offset = offset_us * 1000,
+			    .constant = constant };
 
 	if (adjtimex(&tx) < 0)
 		return -errno;
 	if (offset_us)
 		return 0;
-	tx = (struct timex){ .modes = ADJ_STATUS, .status = 0 };
+	tx = (struct timex){ .modes = ADJ_STATUS, .status = STA_UNSYNC };
 	return adjtimex(&tx) < 0 ? -errno : 0;
 }
 
@@ -110,25 +114,59 @@ static int set_adjtime(long delta_us)
 	return adjtime(&tv, NULL) ? -errno : 0;
 }
 
+/* What is left of the PLL's offset and of adjtime()'s: the state a turn of the second moves. */
+static void slews_left(long *pll, long *adj)
+{
+	struct timex tx = { .modes = 0 };
+
+	*pll = adjtimex(&tx) < 0 ? 0 : tx.offset;
+	tx = (struct timex){ .modes = ADJ_OFFSET_SS_READ };
+	*adj = adjtimex(&tx) < 0 ? 0 : tx.offset;
+}
+
 /*
- * Until 5 ms into CLOCK_REALTIME's next second: the kernel applies
- * adjtime()'s slew and the PLL's share at the turn of its second
- * (second_overflow() in kernel/time/ntp.c), tick and freq at once.
+ * Until the kernel's next second has turned: it applies adjtime()'s slew
+ * and the PLL's share then (second_overflow() in kernel/time/ntp.c),
+ * tick and freq at once.  It turns at the first timekeeping update past
+ * CLOCK_REALTIME's second, a tick or more late under emulation: seen when
+ * what is left of a slew moves, within a second.
  */
 static void next_kernel_second(void)
 {
+	long pll, adj, pll_now, adj_now;
 	struct timespec ts;
 
+	slews_left(&pll, &adj);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	usleep((useconds_t)((1000000000 - ts.tv_nsec) / 1000 + 5000));
+	usleep((useconds_t)((1000000000 - ts.tv_nsec) / 1000 + 1000));
+	for (int i = 0; i < 1000 && (pll || adj); i++) {
+		slews_left(&pll_now, &adj_now);
+		if (pll_now != pll || adj_now != adj)
+			return;
+		usleep(1000);
+	}
 }
 
+/* The NTP state as it was, no slew left, nothing of one in the next second either. */
 FIXTURE_TEARDOWN(sys)
 {
+	struct timex tx = self->ntp;
+	long pll, adj;
+
+	if (!self->ntp.tick)
+		return;		/* skipped before it was read */
+	slews_left(&pll, &adj);
 	set_adjtime(0);
 	set_pll(0, 0);
-	set_freq_ppm(0);
-	set_tick(1000000 / sysconf(_SC_CLK_TCK));
+	/* The constant as read, in ns mode; then the mode as it was. */
+	tx.modes = ADJ_STATUS | ADJ_TIMECONST | ADJ_FREQUENCY | ADJ_TICK | ADJ_NANO;
+	adjtimex(&tx);
+	if (!(self->ntp.status & STA_NANO)) {
+		tx = (struct timex){ .modes = ADJ_MICRO };
+		adjtimex(&tx);
+	}
+	if (pll || adj)
+		next_kernel_second();	/* this second's share of them, gone */
 }
 
 TEST_F(sys, exact_through_slews_and_steps)
@@ -464,10 +502,11 @@ static int64_t disciplined_off(const struct tsc_sysclock *c, uint64_t *width)
  * tick, after the kernel's next second for adjtime() and the PLL), and
  * read half a second later without a sync: within 100 us of the system's
  * MONOTONIC.  At the old rate it would be 250 us off or more (changes of
- * 500 to 1560 ppm).  The kernel's catching up the 5 ms of its second at
- * the old rate adds 8 us at most.  Until that second the disciplined
- * clock keeps the old rate, which the kernel's is then too (each change
- * made from a state that the turn of the second does not change).
+ * 500 to 1560 ppm).  The kernel's catching up the millisecond or so of
+ * its second at the old rate adds some us.  Until that second the
+ * disciplined clock keeps the old rate, which the kernel's is then too
+ * (each change made from a state that the turn of the second does not
+ * change).
  */
 TEST_F(sys, a_disciplined_clock_follows_the_kernels_rate)
 {
@@ -500,7 +539,14 @@ TEST_F(sys, a_disciplined_clock_follows_the_kernels_rate)
 		ASSERT_EQ(0, set_freq_ppm(change[i].freq_ppm));
 		ASSERT_EQ(0, set_tick(tick + tick * change[i].tick_ppm / 1000000));
 		ASSERT_EQ(0, set_adjtime(change[i].adjtime_us));
-		ASSERT_EQ(0, set_pll(change[i].pll_us, 2));	/* 6 */
+		ASSERT_EQ(0, set_pll(change[i].pll_us, 6));
+		if (change[i].pll_us) {
+			struct timex tx = { .modes = 0 };
+
+			ASSERT_LE(0, adjtimex(&tx));
+			ASSERT_EQ(6, tx.constant);
+			ASSERT_EQ(STA_PLL | STA_NANO, tx.status & (STA_PLL | STA_NANO));
+		}
 		if (change[i].adjtime_us || change[i].pll_us)
 			next_kernel_second();
 		ASSERT_EQ(0, sync_retry(&c)) TH_LOG("%s", tsc_last_error());
