@@ -199,7 +199,7 @@ static void print_json(FILE *out, const struct tsc_clock *clk, const struct tsc_
 	       tsc_source_name(f->source), f->precision_ppm,
 	       tsc_reference_name(f->precision_of));
 	if (f->bound_ppm > 0)
-		fprintf(out, "%.6g", f->bound_ppm);
+		fprintf(out, "%.17g", f->bound_ppm);	/* a bound: never rounded down */
 	else
 		fprintf(out, "null");
 	fprintf(out, ", \"detail\": ");
