@@ -15,15 +15,16 @@
  * (adjtimex()'s tick, freq, the PLL's share of its offset this second,
  * adjtime()'s slew: kernel_rate()), times the ratio of what MONOTONIC did
  * against RAW to that model over the last interval in which the model
- * held still (the kernel's own roundings, ntp_tick_adj: bias).  While the kernel's state
- * holds still that is the rate the system's MONOTONIC ran at since the
- * last sync; when it changes (an NTP daemon's update), the new rate is
- * taken at the first sync after, not an interval later.  Where adjtimex()
- * may not be called (a seccomp filter, which may kill the process for
- * it), fails, or models MONOTONIC 1000 ppm off what it did, the rate is
- * what MONOTONIC did since the last sync.  Either is corrected by the
- * error seen now spread over the longest of the last intervals between
- * syncs (CONVERGE_S at least; tsc__discipline_corr()), at most MAX_SLEW.
+ * held still (the kernel's own roundings, ntp_tick_adj: bias).  While the
+ * kernel's state holds still that is the rate the system's MONOTONIC ran
+ * at since the last sync; when it changes (an NTP daemon's update), the
+ * new rate is taken at the first sync after, not an interval later.
+ * Where adjtimex() may not be called (a seccomp filter, which may kill
+ * the process for it), fails, or models MONOTONIC 1000 ppm off what it
+ * did, the rate is what MONOTONIC did since the last sync.  Either is
+ * corrected by the error seen now spread over the longest of the last
+ * intervals between syncs (CONVERGE_S at least; tsc__discipline_corr()),
+ * at most MAX_SLEW.
  * Each sync starts a new segment where the old one is at that moment:
  * the clock is continuous and never goes back.
  * REALTIME and BOOTTIME differ from it by offsets the kernel changes only
@@ -822,7 +823,7 @@ double tsc__discipline_raw_rate(struct tsc__raw_base *b, uint64_t t, uint64_t ns
 {
 	double rate = 0;
 
-	if (ns - b->ns[0] >= 500000000 && t > b->t[0])
+	if (ns > b->ns[0] && ns - b->ns[0] >= 500000000 && t > b->t[0])
 		rate = (double)(ns - b->ns[0]) / (double)(t - b->t[0]);
 	if (interval_rate > 0 && rate > 0 && fabs(interval_rate / rate - 1) > noise) {
 		/* From the last sample on: the interval's rate. */
