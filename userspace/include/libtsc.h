@@ -18,8 +18,8 @@
  * sets the clock up: where the tsc_freq_khz module is loaded, the kernel's
  * own mapping from the TSC, exactly clock_gettime()'s; else a clock of the
  * library's own that its readers slew onto the system's (within about a
- * microsecond, no thread); else clock_gettime().  tsc_time_setup(3)
- * chooses otherwise; tsc(7) has the rest.
+ * microsecond: tsc_time_setup(3), NOTES; no thread); else clock_gettime().
+ * tsc_time_setup(3) chooses otherwise; tsc(7) has the rest.
  *
  * Below: clocks and frequencies of a program's own (struct tsc_sysclock,
  * struct tsc_clock, struct tsc_freq), and whether TSC readings agree
