@@ -298,7 +298,7 @@ TEST_F(module, the_kernels_clocks)
 }
 
 /*
- * TSC_REFERENCE_KERNEL is the rate the kernel's clocks count the TSC at:
+ * TSC_REFERENCE_KERNEL is the tsc clocksource's rate:
  * MONOTONIC_RAW's mult / 2^shift ns a tick, which the page gives whole.
  * libtsc computes that mult from tsc_khz as the kernel does; here it meets
  * the kernel's own on each kernel of the matrix.  tsc_khz and the perf

@@ -163,11 +163,12 @@ enum tsc_source {
  * as some clock or figure gives it, and its precision says how far it may
  * be from that rate.  Two values confirm each other only if their
  * references differ; a calibration against CLOCK_MONOTONIC_RAW on the tsc
- * clocksource measures the kernel's own tsc_khz (tsc(7), "Precision").
+ * clocksource measures that clocksource's rate, made from the kernel's
+ * tsc_khz (tsc(7), "Precision").
  */
 enum tsc_reference {
 	TSC_REFERENCE_UNSTATED = 0,	/* filled by a libtsc before 1.2 */
-	TSC_REFERENCE_KERNEL,		/* the rate the kernel's clocks count the TSC at, from tsc_khz */
+	TSC_REFERENCE_KERNEL,		/* the tsc clocksource's rate, MONOTONIC_RAW's: from tsc_khz */
 	TSC_REFERENCE_HYPERVISOR,	/* the rate the hypervisor states for the guest's TSC */
 	TSC_REFERENCE_CLOCKSOURCE,	/* CLOCK_MONOTONIC_RAW on a clocksource other than tsc */
 	TSC_REFERENCE_TRUE,		/* the TSC's true rate: a rated crystal, a 1% estimate */
@@ -199,7 +200,8 @@ struct tsc_freq {
 	/*
 	 * A hard bound, in ppm, on how far hz is from the rate of
 	 * precision_of, where the source has one: sysfs and perf, which
-	 * differ from the kernel's clocks by its roundings of tsc_khz alone.
+	 * differ from the tsc clocksource's rate by the kernel's roundings of
+	 * tsc_khz alone.
 	 * 0: none (a measurement, a nominal crystal or hypervisor figure, a
 	 * kernel estimate; a libtsc before 1.3).
 	 */

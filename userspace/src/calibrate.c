@@ -282,7 +282,7 @@ int tsc__calibrate(struct tsc_freq *f, const struct tsc__calib_clock *c,
 	snprintf(f->detail, TSC__REASON_SIZE,
 		 "CLOCK_MONOTONIC_RAW (clocksource %.32s%s) over %.1f ms, %.0Lf samples (%llu wide, %llu invalid), brackets >= %llu ticks, steps <= %llu ns",
 		 c->name && c->name[0] ? c->name : "unknown",
-		 c->ref == TSC_REFERENCE_KERNEL ? ": the TSC at the kernel's tsc_khz" :
+		 c->ref == TSC_REFERENCE_KERNEL ? ": the TSC at its own rate, from tsc_khz" :
 		 c->ref == TSC_REFERENCE_HYPERVISOR ? ": the TSC at the hypervisor's rate" : "",
 		 (double)(s.ns - first.ns) / 1e6, fit.n,
 		 (unsigned long long)rejected, (unsigned long long)invalid,

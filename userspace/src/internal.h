@@ -250,7 +250,7 @@ int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined);
 
 /*
  * value.c: how far, at most, as a fraction, the rate tsc_khz gives is from
- * the rate the kernel's clocks count the TSC at (TSC_REFERENCE_KERNEL):
+ * the tsc clocksource's rate (TSC_REFERENCE_KERNEL):
  * the rounding of its clocksource's mult.  NAN outside 1 MHz..20 GHz.
  */
 double tsc__kernel_rounding(uint64_t khz);

@@ -27,9 +27,10 @@ __extension__ typedef unsigned __int128 u128;
  * 0), halved once if the shift came out 32): within one unit of
  * 10^6 * 2^shift / tsc_khz, one part in mult - 1 of the rate.  So that
  * figure, rounded, is tsc_khz again while tsc_khz / (mult - 1) is under
- * half a kHz (mult is above 2^30: always).  The kernel's clocks round
- * tsc_khz into a mult of their own (tsc__kernel_rounding()), and this rate
- * is within the two roundings of theirs: a hard bound.  A mult too small
+ * half a kHz: the kernel's mult is above 2^26 up to 20 GHz, where that is
+ * 0.2 kHz.  The tsc clocksource rounds tsc_khz into a mult of its own
+ * (tsc__kernel_rounding()), and this rate is within the two roundings of
+ * its rate: a hard bound.  A mult too small
  * to give tsc_khz back gets half a kHz more, and no hard bound.
  */
 int tsc__freq_from_perf_mult(struct tsc_freq *f, uint32_t mult, uint16_t shift)

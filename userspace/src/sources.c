@@ -77,7 +77,7 @@ int tsc__freq_from_sysfs(struct tsc_freq *f, const char *root, bool *unrefined)
 	if (err)
 		return tsc__fail(err, "%s: %llu kHz is not within 1 MHz..20 GHz", path,
 				 (unsigned long long)khz);
-	/* tsc_khz itself: the kernel's clocks round it into their mult, nothing more. */
+	/* tsc_khz itself: the kernel rounds it into its clocksource's mult, nothing more. */
 	f->bound_ppm = f->precision_ppm;
 	known = tsc__kernel_known_freq(root);
 	/* Long roots are cut: detail is for people, the value is exact. */

@@ -35,7 +35,7 @@ int tsc__freq_set(struct tsc_freq *f, enum tsc_source source, uint64_t num,
 }
 
 /*
- * The kernel's clocks count the TSC at mult / 2^shift ns a tick, made once
+ * The tsc clocksource counts the TSC at mult / 2^shift ns a tick, made once
  * from tsc_khz: clocksource_register_khz(&clocksource_tsc, tsc_khz) calls
  * clocks_calc_mult_shift(&mult, &shift, tsc_khz, NSEC_PER_MSEC, 600 * 1000)
  * (kernel/time/clocksource.c: 600 s, its cap for a 64-bit counter, in

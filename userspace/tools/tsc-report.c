@@ -71,7 +71,7 @@ static const char *precision_of(const struct tsc_freq *f)
 {
 	switch (f->precision_of) {
 	case TSC_REFERENCE_KERNEL:
-		return "of the kernel's tsc_khz";
+		return "of the tsc clocksource's rate";
 	case TSC_REFERENCE_HYPERVISOR:
 		return "of the hypervisor's figure";
 	case TSC_REFERENCE_CLOCKSOURCE:
