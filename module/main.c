@@ -173,4 +173,4 @@ module_exit(tscfk_exit);
 
 MODULE_DESCRIPTION("TSC frequency, per-CPU TSC offsets and TSC trust in sysfs");
 MODULE_LICENSE("GPL");
-MODULE_VERSION("1.3.0");
+MODULE_VERSION("1.4.0");

@@ -12,6 +12,8 @@
  *	uint64_t khz = tsc_khz();		the TSC's frequency (tsc_hz() in Hz)
  *	const char *why;
  *	tsc_time_path(&why);			how the clock reads, and why
+ *	struct tsc_time_bound b;
+ *	tsc_realtime_bounded(&b);		REALTIME, and the interval UTC is in
  *
  * Every reader is ordered (a reading taken after seeing another thread's
  * is never earlier) unless its name ends in _unordered.  The first read
@@ -378,6 +380,7 @@ enum tsc_sysclock_discipline {
 };
 
 struct tsc__discipline;
+struct tsc__bound;
 
 /*
  * CLOCK_REALTIME, CLOCK_MONOTONIC and CLOCK_BOOTTIME as the kernel keeps
@@ -413,7 +416,12 @@ struct tsc_sysclock {
 	 * tsc_sysclock_init() sets it.
 	 */
 	uint64_t max_delta;
-	uint64_t hot_reserved[5];	/* zero */
+	/*
+	 * What its bounded reader reads besides the page (1.4): the
+	 * library's, set by tsc_sysclock_init().
+	 */
+	struct tsc__bound *bound;
+	uint64_t hot_reserved[4];	/* zero */
 
 	/* What the library keeps. */
 	size_t sz;		/* sizeof(struct tsc_sysclock), set by TSC_SYSCLOCK */
@@ -508,6 +516,90 @@ void tsc_sysclock_fini(struct tsc_sysclock *c);
  */
 uint64_t tsc__sysclock_slow_bounded(const struct tsc_sysclock *c, int clock);
 uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock);
+
+/* ---- The time with a hard bound on its error (1.4): tsc_realtime_bounded(3) ---- */
+
+/*
+ * A reading of CLOCK_REALTIME and the interval true UTC lies in, as long
+ * as the NTP daemon's maxerror is honest and the system clock's rate is
+ * within TSC_BOUND_DRIFT_PPM of true (the kernel's own assumption): a
+ * hard bound, never a standard deviation.  Where nothing bounds it
+ * (TSC_BOUND_UNSYNCED, TSC_BOUND_DISRUPTED), [0, UINT64_MAX].
+ */
+struct tsc_time_bound {
+	uint64_t earliest;	/* ns since the epoch: true UTC is no earlier */
+	uint64_t latest;	/* nor later */
+	uint64_t now;		/* CLOCK_REALTIME, as tsc_realtime_ns() reads it */
+	uint32_t flags;		/* TSC_BOUND_* */
+	uint32_t disruptions;	/* disruptions seen since the process started */
+};
+
+/* No NTP daemon keeps the clock: STA_UNSYNC, maxerror at 16 s, or no adjtimex(). */
+#define TSC_BOUND_UNSYNCED	0x1
+/*
+ * The time was stepped or the system resumed since the NTP daemon last
+ * stated its maxerror: that statement is of another time.  Until it
+ * states a new one.
+ */
+#define TSC_BOUND_DISRUPTED	0x2
+/* A leap second is due at the end of the UTC day (STA_INS, STA_DEL). */
+#define TSC_BOUND_LEAP		0x4
+/* The CPUs' TSCs were not all measured against each other: not in the bound. */
+#define TSC_BOUND_SKEW_UNKNOWN	0x8
+/* The NTP state could not be read again for 2 s: the bound grows from the last. */
+#define TSC_BOUND_STALE		0x10
+
+/* The system clock's rate error the bound allows, as the kernel's maxerror does. */
+#define TSC_BOUND_DRIFT_PPM	500
+
+/* What counts as a disruption, by cause (struct tsc_bound_terms). */
+enum tsc_disruption {
+	TSC_DISRUPTION_STEP = 0,	/* REALTIME stepped: settimeofday(), ADJ_SETOFFSET, a leap second */
+	TSC_DISRUPTION_RESUME,		/* the system resumed from a suspend */
+	TSC_DISRUPTION_CLOCKSOURCE,	/* the kernel's clocks read another clock, or the module's page went */
+	TSC_DISRUPTION_CAUSES,
+};
+
+/* The bound's terms, each in ns: tsc_time_bound_terms(3). */
+struct tsc_bound_terms {
+	size_t sz;		/* set by TSC_BOUND_TERMS */
+	uint64_t now;		/* CLOCK_REALTIME at which they hold */
+	uint64_t maxerror_ns;	/* the kernel's maxerror as last read */
+	uint64_t growth_ns;	/* since: its next step, 500 us, and TSC_BOUND_DRIFT_PPM of the age */
+	uint64_t slewing_ns;	/* the offset the kernel is still slewing out (PLL, adjtime()) */
+	uint64_t reading_ns;	/* the reading's own error: 1 on the kernel's page, 0 clock_gettime() */
+	uint64_t skew_ns;	/* how far apart the CPUs' TSCs may read (0 if unknown) */
+	uint64_t leap_ns;	/* 1 s within a second of a leap second, else 0 */
+	uint64_t bound_ns;	/* the sum: now - earliest, latest - now; UINT64_MAX: none */
+	uint64_t esterror_ns;	/* the kernel's esterror: a typical error, not in the bound */
+	uint64_t age_ns;	/* how long ago the NTP state was read */
+	uint32_t flags;		/* TSC_BOUND_* */
+	uint32_t disruptions;	/* all causes */
+	uint32_t by_cause[8];	/* by enum tsc_disruption */
+	size_t :0;		/* later fields start here: see struct tsc_opts */
+};
+
+#ifdef __cplusplus
+#define TSC_BOUND_TERMS(...) TSC__CXX_DECLARE(struct tsc_bound_terms, __VA_ARGS__)
+#else
+#define TSC_BOUND_TERMS(...) TSC__DECLARE(struct tsc_bound_terms, __VA_ARGS__, )
+#endif
+
+/* CLOCK_REALTIME and its bound, the front door's; and a struct tsc_sysclock's. */
+static inline void tsc_realtime_bounded(struct tsc_time_bound *b);
+static inline void tsc_sysclock_realtime_bounded(const struct tsc_sysclock *c,
+						 struct tsc_time_bound *b);
+/* The terms of the bound a reading now would have: 0, or -EINVAL (sz). */
+int tsc_time_bound_terms(struct tsc_bound_terms *t);
+int tsc_sysclock_bound_terms(const struct tsc_sysclock *c, struct tsc_bound_terms *t);
+
+/*
+ * The bounded readers' way out of their fast path (not for calling
+ * directly): the state older than a second (a reader refreshes it), a
+ * page not the kernel's, a clock not set up.
+ */
+void tsc__sysclock_bounded_slow(const struct tsc_sysclock *c, struct tsc_time_bound *b);
+void tsc__time_bounded_slow(struct tsc_time_bound *b);
 
 /* ---- Can TSC readings be compared across CPUs? ---- */
 
@@ -906,7 +998,8 @@ struct tsc__time {
 	uint32_t use_rdtscp;
 	uint32_t reserved32;
 	uint64_t max_delta;
-	uint64_t reserved[5];
+	struct tsc__bound *bound;	/* 1.4 */
+	uint64_t reserved[4];
 } __attribute__((aligned(64)));
 
 extern struct tsc__time tsc__time;
@@ -952,6 +1045,110 @@ static inline uint64_t tsc_monotonic_ns_unordered(void)
 static inline uint64_t tsc_boottime_ns_unordered(void)
 {
 	return tsc__time_read(TSC__SYSCLOCK_BOOTTIME, 0);
+}
+
+/* ---- The bounded readers (1.4) ---- */
+
+/*
+ * What they read besides the page: the bound at a TSC reading and its
+ * growth since, refreshed from the kernel's NTP state by the first reader
+ * to find it a second old (tsc__sysclock_bounded_slow()).  One cache
+ * line, written under seq as the page is.  Taken on the kernel's page
+ * (page) at its generation: a reading of another page, or of one whose
+ * generation moved on (a step, a resume, another clocksource), takes the
+ * slow path, which counts the disruption before it returns.
+ */
+struct tsc__bound {
+	uint32_t seq;		/* odd: being written */
+	uint32_t generation;	/* the page's, when taken */
+	uint32_t flags;		/* TSC_BOUND_* */
+	uint32_t disruptions;
+	const volatile struct tsc_timepage *page;	/* the page it holds for; NULL: none */
+	uint64_t as_of;		/* TSC reading it was taken at */
+	uint64_t max_age;	/* ticks past as_of it holds for: then a refresh */
+	uint64_t base_ns;	/* the bound at as_of */
+	uint64_t growth_frac;	/* its growth per tick, ns * 2^64 */
+	uint64_t leap_from;	/* with TSC_BOUND_LEAP (the slow path's): 1 s wider from here for 2 s */
+} __attribute__((aligned(64)));
+
+/*
+ * REALTIME from the kernel's page *slot, read as tsc__page_read() reads
+ * it, ordered, and the bound from *bslot, within its max_age of its
+ * as_of: 1, or 0 where the slow path must read.  Inlined whatever the
+ * compiler would choose: a call costs more than the bound's arithmetic.
+ */
+static inline __attribute__((always_inline))
+int tsc__bounded_read(const volatile struct tsc_timepage *const *slot,
+		      const uint32_t *use_rdtscp_p, const uint64_t *max_delta_p,
+		      struct tsc__bound *const *bslot, struct tsc_time_bound *out)
+{
+	const uint64_t max_delta = __atomic_load_n(max_delta_p, __ATOMIC_ACQUIRE);
+	const struct tsc__bound *b = __atomic_load_n(bslot, __ATOMIC_ACQUIRE);
+	const volatile struct tsc_timepage *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	const volatile struct tsc__bound *vb = b;
+	__extension__ unsigned __int128 x;
+	uint64_t t, off, last, as_of, max_age, base, growth, w, real;
+	uint32_t seq, bseq, flags, dis;
+
+	if (__builtin_expect(!b || !p, 0))
+		return 0;
+	bseq = vb->seq;
+	__asm__ __volatile__("" : : : "memory");
+	seq = p->seq;
+	__asm__ __volatile__("" : : : "memory");
+	if (__builtin_expect((bseq & 1) | (seq & 1) | p->mult_ns, 0))
+		return 0;
+	if (__builtin_expect(vb->page != p || p->generation != vb->generation, 0))
+		return 0;
+	/* Everything loaded before the TSC is read: after it, only arithmetic waits. */
+	off = p->real_off;
+	last = p->cycle_last;
+	as_of = vb->as_of;
+	max_age = vb->max_age;
+	base = vb->base_ns;
+	growth = vb->growth_frac;
+	flags = vb->flags;
+	dis = vb->disruptions;
+	/* A leap second due today: the slow path widens the bound across it. */
+	if (__builtin_expect(flags & TSC_BOUND_LEAP, 0))
+		return 0;
+	t = __atomic_load_n(use_rdtscp_p, __ATOMIC_RELAXED) ? tsc__rdtscp() : tsc_rdtsc_ordered();
+	if (__builtin_expect(t - last > max_delta || t - as_of > max_age, 0))
+		return 0;
+	x = t;
+	x = x * p->mult + p->frac;
+	w = base + tsc_mul_frac(t - as_of, growth);
+	__asm__ __volatile__("" : : : "memory");
+	if (__builtin_expect(p->seq != seq || vb->seq != bseq, 0))
+		return 0;
+	real = (uint64_t)(x >> 64) + off;
+	out->now = real;
+	out->flags = flags;
+	out->disruptions = dis;
+	if (__builtin_expect(flags & (TSC_BOUND_UNSYNCED | TSC_BOUND_DISRUPTED), 0)) {
+		out->earliest = 0;
+		out->latest = UINT64_MAX;
+		return 1;
+	}
+	/* w is seconds at most: real + w does not wrap. */
+	out->earliest = real > w ? real - w : 0;
+	out->latest = real + w;
+	return 1;
+}
+
+static inline void tsc_sysclock_realtime_bounded(const struct tsc_sysclock *c,
+						 struct tsc_time_bound *b)
+{
+	if (!__builtin_expect(tsc__bounded_read(&c->page, &c->use_rdtscp, &c->max_delta,
+						&c->bound, b), 1))
+		tsc__sysclock_bounded_slow(c, b);
+}
+
+static inline void tsc_realtime_bounded(struct tsc_time_bound *b)
+{
+	if (!__builtin_expect(tsc__bounded_read(&tsc__time.page, &tsc__time.use_rdtscp,
+						&tsc__time.max_delta, &tsc__time.bound, b), 1))
+		tsc__time_bounded_slow(b);
 }
 
 /* lfence; rdtsc: every CPU this library orders with (tsc_rdtsc_ordered()). */

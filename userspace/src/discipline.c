@@ -765,7 +765,7 @@ double tsc__discipline_kernel_rate(const struct timex *tx, long adjtime_us, long
  * allow (systemd's @system-service).  A filter is never taken off.
  * System calls only that every filter allows: a reader's sync asks.
  */
-static bool seccomp_filtered(void)
+bool tsc__seccomp_filtered(void)
 {
 	char buf[4096];
 	size_t len = 0;
@@ -796,7 +796,7 @@ static double kernel_rate(struct tsc__discipline *d)
 	struct timex tx = { .modes = ADJ_OFFSET_SS_READ }, pll = { .modes = 0 };
 	long adjtime_us;
 
-	if (d->no_adjtimex || (d->no_adjtimex = seccomp_filtered()))
+	if (d->no_adjtimex || (d->no_adjtimex = tsc__seccomp_filtered()))
 		return 0;
 	if (adjtimex(&tx) < 0)
 		return 0;

@@ -30,7 +30,8 @@
 _Static_assert(sizeof(struct tsc__time) == 64, "tsc__time is one cache line, for good");
 _Static_assert(offsetof(struct tsc__time, page) == offsetof(struct tsc_sysclock, page) &&
 	       offsetof(struct tsc__time, use_rdtscp) == offsetof(struct tsc_sysclock, use_rdtscp) &&
-	       offsetof(struct tsc__time, max_delta) == offsetof(struct tsc_sysclock, max_delta),
+	       offsetof(struct tsc__time, max_delta) == offsetof(struct tsc_sysclock, max_delta) &&
+	       offsetof(struct tsc__time, bound) == offsetof(struct tsc_sysclock, bound),
 	       "the front door's hot line is a system clock's");
 
 struct tsc__time tsc__time;
@@ -58,6 +59,7 @@ static struct tsc__clock_target target(void)
 		.page = &tsc__time.page, .bound = &tsc__time.max_delta,
 		.use_rdtscp = &tsc__time.use_rdtscp, .path = &clk.path,
 		.why = clk.why, .why_size = sizeof(clk.why), .disc = &clk.disc,
+		.bstate = &tsc__time.bound,
 	};
 }
 
@@ -110,6 +112,22 @@ uint64_t tsc__time_slow(int clock)
 			     __atomic_load_n(&clk.disc, __ATOMIC_ACQUIRE), clock);
 	errno = saved;
 	return ns;
+}
+
+/* A bounded reading, the clock set up first if need be (a reader: it does not wait). */
+void tsc__time_bounded_slow(struct tsc_time_bound *b)
+{
+	int saved = errno;
+
+	(void)ensure(false);
+	tsc__bounded(&tsc__time.bound, &tsc__time.page, &tsc__time.use_rdtscp, b, NULL);
+	errno = saved;
+}
+
+int tsc_time_bound_terms(struct tsc_bound_terms *t)
+{
+	(void)ensure(true);
+	return tsc__bound_terms(&tsc__time.bound, &tsc__time.page, &tsc__time.use_rdtscp, t);
 }
 
 int tsc_time_setup(const struct tsc_time_opts *opts)

@@ -88,6 +88,7 @@ struct tsc__clock_target {
 	char *why;
 	size_t why_size;
 	struct tsc__discipline **disc;
+	struct tsc__bound **bstate;	/* the bounded readers' state (1.4) */
 };
 /* The clock reads clock_gettime(), its discipline (if any) stopped. */
 void tsc__clock_stop(const struct tsc__clock_target *t);
@@ -126,6 +127,54 @@ int tsc__clock_setup(const struct tsc__clock_target *t, const char *root,
  * reset, as a resume from S3 does on bare metal.
  */
 #define TSC__SKEW_NS		1000000
+
+/* bound.c: the time with a bound on its error. */
+/* The kernel's NTP state, as adjtimex() gives it. */
+struct tsc__ntp {
+	bool known;		/* it could be read: no seccomp filter, no error */
+	int state;		/* adjtimex()'s result: TIME_OK... */
+	int status;		/* STA_* */
+	long maxerror_us, esterror_us;
+	uint64_t slewing_ns;	/* the PLL's offset and adjtime()'s remainder, still to slew */
+};
+/* Read it now (a seccomp filter on the process: not known, not asked). */
+void tsc__ntp_read(struct tsc__ntp *n);
+/* The bound's terms at a refresh, and its flags. */
+struct tsc__bound_base {
+	uint32_t flags;
+	uint64_t maxerror_ns, slewing_ns, reading_ns, skew_ns, esterror_ns;
+	uint64_t leap_from;	/* with TSC_BOUND_LEAP: REALTIME a second before the leap */
+};
+/*
+ * From n, the CPUs' skew in ns (UINT64_MAX: unknown), the reading's own
+ * error and REALTIME now: pure.
+ */
+void tsc__bound_base(const struct tsc__ntp *n, uint64_t skew_ns, uint64_t reading_ns,
+		     uint64_t now, struct tsc__bound_base *b);
+/* The state for the kernel's page of root (NULL: clock_gettime()'s); NULL out of memory. */
+struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_timepage *page);
+/* A bounded reading (and its terms, if asked) of the clock at these slots. */
+void tsc__bounded(struct tsc__bound *const *slot_b,
+		  const volatile struct tsc_timepage *const *slot_p, const uint32_t *use_rdtscp,
+		  struct tsc_time_bound *out, struct tsc_bound_terms *terms);
+/* Around fork() (sysclock.c's handlers), as tsc__discipline_fork_lock() and kin. */
+void tsc__bound_fork_lock(void);
+void tsc__bound_fork_unlock(void);
+void tsc__bound_forked(void);
+/* The terms of a reading now (terms->sz checked first): 0 or -EINVAL. */
+int tsc__bound_terms(struct tsc__bound *const *slot_b,
+		     const volatile struct tsc_timepage *const *slot_p, const uint32_t *use_rdtscp,
+		     struct tsc_bound_terms *t);
+/* The unit tests' own: adjtimex() replaced (NULL: the kernel's). */
+struct timex;
+extern int (*tsc__test_adjtimex)(struct timex *tx);
+/* ... and REALTIME stepped by this much, as the bounded readers' slow path reads it. */
+extern int64_t tsc__test_realtime_step_ns;
+/*
+ * discipline.c: whether a seccomp filter is on this process (or it cannot
+ * be told), which may kill it for adjtimex().
+ */
+bool tsc__seccomp_filtered(void);
 
 /* The disciplined system clock (discipline.c). */
 struct tsc__discipline;

@@ -383,10 +383,12 @@ static void fork_prepare(void)
 {
 	pthread_mutex_lock(&map_lock);
 	tsc__discipline_fork_lock();
+	tsc__bound_fork_lock();
 }
 
 static void fork_parent(void)
 {
+	tsc__bound_fork_unlock();
 	tsc__discipline_fork_unlock();
 	pthread_mutex_unlock(&map_lock);
 }
@@ -395,6 +397,7 @@ static void fork_child(void)
 {
 	char why[256];
 
+	tsc__bound_forked();
 	tsc__discipline_forked();
 	tsc__time_forked();
 	for (struct mapped *m = mapped; m; m = m->next) {
@@ -476,6 +479,8 @@ int tsc__clock_setup(const struct tsc__clock_target *t, const char *root,
 	/* Either way orders: a reader may see the old one or the new. */
 	__atomic_store_n(t->use_rdtscp, use_rdtscp, __ATOMIC_RELAXED);
 	*t->path = TSC_SYSCLOCK_SYSCALL;
+	/* The bounded readers' state: clock_gettime()'s, unless the kernel's page is read. */
+	__atomic_store_n(t->bstate, tsc__bound_get(root, NULL), __ATOMIC_RELEASE);
 	if (page_of(root, &p)) {
 		snprintf(t->why, t->why_size, "clock_gettime(): %s", tsc_last_error());
 		tsc__clear_error();
@@ -508,6 +513,12 @@ int tsc__clock_setup(const struct tsc__clock_target *t, const char *root,
 	__atomic_store_n(t->page, p, __ATOMIC_RELEASE);
 	__atomic_store_n(t->bound, tsc__page_max_delta((const volatile void *)p),
 			 __ATOMIC_RELEASE);
+	{
+		struct tsc__bound *b = tsc__bound_get(root, p);
+
+		if (b)
+			__atomic_store_n(t->bstate, b, __ATOMIC_RELEASE);
+	}
 	return 0;
 }
 
@@ -517,6 +528,7 @@ static struct tsc__clock_target target_of(struct tsc_sysclock *c)
 	return (struct tsc__clock_target){
 		.page = &c->page, .bound = &c->max_delta, .use_rdtscp = &c->use_rdtscp,
 		.path = &c->path, .why = c->why, .why_size = sizeof(c->why), .disc = &c->disc,
+		.bstate = &c->bound,
 	};
 }
 

@@ -31,12 +31,16 @@ int main(void)
 	TSC_REPORT_OPTS(rfields, .max_ms = 500);
 	TSC_TIME_OPTS(to);
 	TSC_TIME_OPTS(tfields, .exact_or_syscall = true);
+	TSC_BOUND_TERMS(bt);
+	TSC_BOUND_TERMS(btfields, .flags = 0);
+	struct tsc_time_bound b;
 	struct tsc_freq f;
 
-	printf("TAP version 13\n1..4\n");
+	printf("TAP version 13\n1..5\n");
 	check(o.sz == sizeof(o) && so.sz == sizeof(so) && ro.sz == sizeof(ro) &&
 	      sc.sz == sizeof(sc) && global_clock.sz == sizeof(global_clock) &&
-	      to.sz == sizeof(to) && !to.helper &&
+	      to.sz == sizeof(to) && !to.helper && bt.sz == sizeof(bt) && !bt.bound_ns &&
+	      btfields.sz == sizeof(btfields) &&
 	      !o.verify && !o.calibrate_max_ms && !ro.max_ms, 1,
 	      "a name alone: sz set, the rest zero");
 	check(fields.sz == sizeof(fields) && fields.calibrate_max_ms == 50 &&
@@ -51,5 +55,8 @@ int main(void)
 	check(tsc_time_setup(&tfields) == 0 && tsc_monotonic_ns() > 0 &&
 	      tsc_time_path(NULL) != TSC_SYSCLOCK_DISCIPLINED, 4,
 	      "the front door, exact or clock_gettime()");
+	tsc_realtime_bounded(&b);
+	check(tsc_time_bound_terms(&bt) == 0 && b.earliest <= b.now && b.now <= b.latest &&
+	      bt.bound_ns >= 500000, 5, "the bounded reader and its terms");
 	return failed;
 }

@@ -46,6 +46,7 @@ int main()
 	TSC_SYSCLOCK_OPTS(so);
 	TSC_REPORT_OPTS(ro);
 	TSC_TIME_OPTS(to);
+	TSC_BOUND_TERMS(bt);
 	struct tsc_freq f;
 	uint64_t millihz;
 
@@ -55,7 +56,7 @@ int main()
 	if (fields.sz != sizeof(fields) || fields.calibrate_max_ms != 50)
 		return 1;
 #endif
-	std::printf("TAP version 13\n1..7\n");
+	std::printf("TAP version 13\n1..8\n");
 	o.source = TSC_SOURCE_CALIBRATION;
 	o.calibrate_max_ms = 50;
 	check(o.sz == sizeof(o) && so.sz == sizeof(so) && ro.sz == sizeof(ro) &&
@@ -117,6 +118,19 @@ int main()
 		      tsc_delta_to_ns(tsc_delta_to_ticks(1000)) <= 1000 &&
 		      tsc_time_path(&why) != TSC_SYSCLOCK_NONE && why && *why, 7,
 		      "the front door");
+	}
+	{
+		struct tsc_time_bound b, sb;
+
+		int init;
+
+		tsc_realtime_bounded(&b);
+		init = tsc_sysclock_init(&sc, &so);
+		tsc_sysclock_realtime_bounded(&sc, &sb);
+		check(init == 0 && bt.sz == sizeof(bt) && tsc_time_bound_terms(&bt) == 0 &&
+		      b.earliest <= b.now && b.now <= b.latest && sb.earliest <= sb.now &&
+		      sb.now <= sb.latest && tsc_sysclock_bound_terms(&sc, &bt) == 0, 8,
+		      "the bounded readers");
 	}
 	return failed;
 }

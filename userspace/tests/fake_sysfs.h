@@ -6,9 +6,11 @@
 #ifndef FAKE_SYSFS_H
 #define FAKE_SYSFS_H
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../../selftests/harness.h"
@@ -59,6 +61,20 @@ static inline void fake_set(struct __test_metadata *_metadata, const char *dir,
 	unlink(path);
 	if (content)
 		fake_put(_metadata, dir, rel, content);
+}
+
+/* A clock page file at path: the n bytes of p, the rest of its 4096 zero. */
+static inline void fake_page_write(struct __test_metadata *_metadata, const char *path,
+				   const void *p, size_t n)
+{
+	char buf[4096] = { 0 };
+	int fd = open(path, O_WRONLY | O_CREAT, 0644);
+
+	ASSERT_LE(0, fd);
+	ASSERT_GE(sizeof(buf), n);
+	memcpy(buf, p, n);
+	ASSERT_EQ((ssize_t)sizeof(buf), pwrite(fd, buf, sizeof(buf), 0));
+	close(fd);
 }
 
 static inline void remove_root(const char *dir)

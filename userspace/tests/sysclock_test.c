@@ -39,13 +39,7 @@ FIXTURE(page) {
 static void publish(struct __test_metadata *_metadata, const char *path,
 		    const struct tscfk_clock_page *p)
 {
-	char buf[PAGE] = { 0 };
-	int fd = open(path, O_WRONLY | O_CREAT, 0644);
-
-	ASSERT_LE(0, fd);
-	memcpy(buf, p, sizeof(*p));
-	ASSERT_EQ(PAGE, pwrite(fd, buf, PAGE, 0));
-	close(fd);
+	fake_page_write(_metadata, path, p, sizeof(*p));
 }
 
 /*

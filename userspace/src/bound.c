@@ -1,0 +1,675 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The time with a hard bound on its error: CLOCK_REALTIME and the
+ * interval [now - bound, now + bound] that true UTC lies in, as long as
+ * the NTP daemon's maxerror is honest and the system clock runs within
+ * TSC_BOUND_DRIFT_PPM of true.  The bound is a sum of terms:
+ *
+ *   maxerror	the kernel's, as an NTP daemon last set it and the kernel
+ *		grew it since (500 us at each second's turn: ntp.c);
+ *   growth	what the kernel will add after it was read: its next step,
+ *		and TSC_BOUND_DRIFT_PPM of the time since, which covers
+ *		every later step;
+ *   slewing	what the kernel is still slewing out (the PLL's offset,
+ *		adjtime()'s remainder): the clock is off by that now;
+ *   reading	the reading's own error against the kernel's clock: 1 ns
+ *		on the module's page (its rounding), 0 for clock_gettime();
+ *   skew	how far apart two CPUs' TSCs read at one instant (the
+ *		module's max_skew_ticks, every online CPU measured): the
+ *		kernel's clock itself reads this CPU's TSC;
+ *   leap	a second, within a second of a leap second.
+ *
+ * No thread: the first reader to find the state a second old refreshes
+ * it (adjtimex(), the module's files), behind a compare-and-swap, and
+ * the others read on meanwhile from the state as it was, whose bound
+ * only grows.  A state is one per kernel page (its sysfs root), and one
+ * per root for clocks that read clock_gettime(); never freed, as readers
+ * may hold it.
+ *
+ * Disruptions: a refresh compares what it reads with what the last one
+ * did.  On the kernel's page a reader whose page's generation moved on
+ * takes the slow path, which refreshes before it returns; REALTIME -
+ * MONOTONIC moved is a step, BOOTTIME - MONOTONIC a resume, neither a
+ * change of clocksource; a page that went, or came, one too.  Without a
+ * page the slow path compares REALTIME - MONOTONIC at every read.  A
+ * step or a resume leaves the bound unknown (TSC_BOUND_DISRUPTED) until
+ * the daemon states a maxerror again: one lower than the kernel's growth
+ * alone gives.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timex.h>
+#include <time.h>
+
+#include "internal.h"
+#include "tsc_clock_page.h"
+
+#define REFRESH_NS	1000000000ull	/* the NTP state is read again after this */
+#define STALE_NS	2000000000ull	/* not read again for this long: TSC_BOUND_STALE */
+#define GROWTH_STEP_NS	500000ull	/* the kernel's maxerror grows by this at each second */
+#define PHASE_LIMIT_US	16000000L	/* the kernel's NTP_PHASE_LIMIT: maxerror there, no NTP */
+#define STEP_TOL_NS	1000		/* REALTIME - MONOTONIC moved by more, beyond sampling: a step */
+#define DAY_NS		86400000000000ull
+#define SAMPLES		3
+
+#ifdef TSC__TEST_HOOKS
+int (*tsc__test_adjtimex)(struct timex *tx);
+int64_t tsc__test_realtime_step_ns;
+#endif
+
+/* REALTIME by clock_gettime(), as the slow path reads it. */
+static int64_t realtime(void)
+{
+	int64_t ns = tsc__ns_now(CLOCK_REALTIME);
+
+#ifdef TSC__TEST_HOOKS
+	ns += __atomic_load_n(&tsc__test_realtime_step_ns, __ATOMIC_RELAXED);
+#endif
+	return ns;
+}
+
+static int call_adjtimex(struct timex *tx)
+{
+#ifdef TSC__TEST_HOOKS
+	if (tsc__test_adjtimex)
+		return tsc__test_adjtimex(tx);
+#endif
+	return adjtimex(tx);
+}
+
+void tsc__ntp_read(struct tsc__ntp *n)
+{
+	struct timex ss = { .modes = ADJ_OFFSET_SS_READ }, tx = { .modes = 0 };
+	int state;
+
+	*n = (struct tsc__ntp){ .known = false };
+#ifdef TSC__TEST_HOOKS
+	if (!tsc__test_adjtimex)
+#endif
+	if (tsc__seccomp_filtered())
+		return;
+	if (call_adjtimex(&ss) < 0)
+		return;
+	state = call_adjtimex(&tx);
+	if (state < 0)
+		return;
+	n->known = true;
+	n->state = state;
+	n->status = tx.status;
+	n->maxerror_us = tx.maxerror;
+	n->esterror_us = tx.esterror;
+	/* adjtime()'s remainder in us; the PLL's offset in ns with STA_NANO. */
+	n->slewing_ns = (uint64_t)labs(ss.offset) * 1000 +
+			(uint64_t)labs(tx.offset) * ((tx.status & STA_NANO) ? 1 : 1000);
+}
+
+void tsc__bound_base(const struct tsc__ntp *n, uint64_t skew_ns, uint64_t reading_ns,
+		     uint64_t now, struct tsc__bound_base *b)
+{
+	uint64_t day = now / DAY_NS * DAY_NS;
+
+	*b = (struct tsc__bound_base){ .reading_ns = reading_ns };
+	if (skew_ns == UINT64_MAX)
+		b->flags |= TSC_BOUND_SKEW_UNKNOWN;
+	else
+		b->skew_ns = skew_ns;
+	if (!n->known || (n->status & STA_UNSYNC) || n->maxerror_us >= PHASE_LIMIT_US ||
+	    n->maxerror_us < 0)
+		b->flags |= TSC_BOUND_UNSYNCED;
+	if (n->known && ((n->status & (STA_INS | STA_DEL)) || n->state == TIME_OOP)) {
+		b->flags |= TSC_BOUND_LEAP;
+		/* The day's end, or the one just passed if that was under a second ago. */
+		b->leap_from = (now - day < 1000000000 ? day : day + DAY_NS) - 1000000000;
+	}
+	if (!n->known)
+		return;
+	b->maxerror_ns = (uint64_t)(n->maxerror_us > 0 ? n->maxerror_us : 0) * 1000;
+	b->esterror_ns = (uint64_t)(n->esterror_us > 0 ? n->esterror_us : 0) * 1000;
+	b->slewing_ns = n->slewing_ns;
+}
+
+/* The bound at an age since the refresh whose growth is growth_ns; UINT64_MAX for none. */
+static uint64_t bound_ns(const struct tsc__bound_base *b, uint32_t flags, uint64_t growth_ns)
+{
+	if (flags & (TSC_BOUND_UNSYNCED | TSC_BOUND_DISRUPTED))
+		return UINT64_MAX;
+	return b->maxerror_ns + GROWTH_STEP_NS + growth_ns + b->slewing_ns + b->reading_ns +
+	       b->skew_ns;
+}
+
+/* What a refresh took, and readers of the slow path copy under seq. */
+struct shot {
+	bool taken;
+	bool on_page;		/* the kernel's page was read, not clock_gettime() */
+	uint32_t generation;	/* the page's */
+	uint64_t t;		/* TSC, on the page */
+	double ns_per_tick;	/* the page's */
+	uint64_t mono;		/* MONOTONIC at the refresh */
+	int64_t real_mono;	/* REALTIME - MONOTONIC (a step moves it) */
+	int64_t boot_mono;	/* BOOTTIME - MONOTONIC (a resume does) */
+	uint64_t width;		/* how far those may be off: the samples' bracket */
+	long maxerror_us;	/* the kernel's, as read; -1 if it could not be */
+	uint64_t growth_frac;	/* the fast path's, on the page */
+	struct tsc__bound_base base;
+	uint32_t flags;
+	uint32_t disruptions;
+	uint32_t by_cause[8];
+};
+
+struct state {
+	struct tsc__bound line;		/* the fast path's: first, one cache line */
+	struct shot shot;		/* under line.seq too */
+	int refreshing;			/* the refresher's, by compare-and-swap */
+	/* The refresher's own: */
+	bool disrupted;
+	long disrupted_maxerror_us;	/* the kernel's maxerror when it was */
+	uint64_t disrupted_mono;
+	uint64_t skew_gen;		/* the module's tsc/generation + 1 at the skew read; 0 none */
+	uint64_t skew_ns;
+	const char *root;		/* its sysfs root; NULL: the system's */
+	struct state *next;
+};
+
+static pthread_mutex_t states_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct state *states;
+
+/*
+ * The state of a clock with none of its own (the front door before it is
+ * set up, an init out of memory): the system's, no page.  Static, so that
+ * a reader (in a signal handler, say) never allocates or locks.
+ */
+static struct state fallback __attribute__((aligned(64))) = { .line.seq = 1 };
+
+static const char *root_of(const struct state *s)
+{
+	return s->root ? s->root : tsc__sysfs_root(NULL);
+}
+
+struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_timepage *page)
+{
+	struct state *s;
+
+	pthread_mutex_lock(&states_lock);
+	for (s = states; s; s = s->next)
+		if (s->line.page == page && !strcmp(s->root, root))
+			break;
+	if (!s) {
+		size_t size = (sizeof(*s) + 63) / 64 * 64;
+		char *copy = strdup(root);
+
+		s = copy ? aligned_alloc(64, size) : NULL;
+		if (s) {
+			memset(s, 0, size);
+			s->root = copy;
+			/* The page it is for, for good; odd until its first refresh. */
+			s->line.page = page;
+			s->line.seq = 1;
+			s->next = states;
+			states = s;
+		} else {
+			free(copy);
+		}
+	}
+	pthread_mutex_unlock(&states_lock);
+	return s ? &s->line : NULL;
+}
+
+/*
+ * Around fork(), from sysclock.c's handlers: the list whole in the child,
+ * and no refresh left taken by a thread the child does not have (one
+ * half-published leaves seq odd: the child's first reader refreshes).
+ */
+void tsc__bound_fork_lock(void)
+{
+	pthread_mutex_lock(&states_lock);
+}
+
+void tsc__bound_fork_unlock(void)
+{
+	pthread_mutex_unlock(&states_lock);
+}
+
+void tsc__bound_forked(void)
+{
+	for (struct state *s = states; s; s = s->next)
+		s->refreshing = 0;
+	fallback.refreshing = 0;
+	pthread_mutex_unlock(&states_lock);
+}
+
+#define CPU_DIR "/devices/system/cpu"
+
+/*
+ * How far apart any two CPUs' TSCs may read, in ns: the module's
+ * max_skew_ticks at tsc_khz, if every online CPU is measured; 0 with one
+ * CPU online; else UINT64_MAX, unknown.  The refresher (cache) keeps it
+ * until the module's generation moves; others read it all.
+ */
+static uint64_t skew_of(struct state *s, bool cache)
+{
+	const char *root = root_of(s);
+	uint64_t gen, gen_after, ticks, khz, skew = UINT64_MAX;
+	cpu_set_t online;
+	int cpu;
+
+	if (tsc__read_u64(root, CPU_DIR "/tsc/generation", &gen)) {
+		tsc__clear_error();
+		if (cache)
+			s->skew_gen = 0;
+		if (tsc__read_cpulist(root, CPU_DIR "/online", &online, true)) {
+			tsc__clear_error();
+			return UINT64_MAX;
+		}
+		return CPU_COUNT(&online) == 1 ? 0 : UINT64_MAX;
+	}
+	if (cache && s->skew_gen == gen + 1)
+		return s->skew_ns;
+	if (tsc__read_u64(root, CPU_DIR "/tsc/max_skew_ticks", &ticks) ||
+	    tsc__read_u64(root, CPU_DIR "/cpu0/tsc_freq_khz", &khz) || !khz ||
+	    tsc__read_cpulist(root, CPU_DIR "/online", &online, true))
+		goto out;
+	for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		char rel[128], path[4096], buf[32];
+		size_t len;
+
+		if (!CPU_ISSET(cpu, &online))
+			continue;
+		snprintf(rel, sizeof(rel), CPU_DIR "/cpu%d/tsc/status", cpu);
+		if (tsc__read_value(root, rel, path, sizeof(path), buf, sizeof(buf), &len))
+			goto out;
+		buf[strcspn(buf, "\n")] = '\0';
+		if (strcmp(buf, "reference") != 0 && strcmp(buf, "measured") != 0)
+			goto out;
+	}
+	if (tsc__read_u64(root, CPU_DIR "/tsc/generation", &gen_after) || gen_after != gen)
+		goto out;
+	/* Ticks to ns, rounded up. */
+	skew = ticks <= UINT64_MAX / 1000000 ? (ticks * 1000000 + khz - 1) / khz : UINT64_MAX;
+out:
+	tsc__clear_error();
+	if (cache) {
+		s->skew_ns = skew;
+		s->skew_gen = skew == UINT64_MAX ? 0 : gen + 1;	/* unknown: again next time */
+	}
+	return skew;
+}
+
+/* A page reading: the TSC, REALTIME and MONOTONIC, the offsets; false if unusable. */
+struct page_now {
+	uint64_t t, real, mono;
+	int64_t real_mono, boot_mono;
+	uint32_t generation;
+	double ns_per_tick;
+};
+
+static bool read_kernel_page(const volatile struct tsc_timepage *p, bool rdtscp,
+			     struct page_now *r)
+{
+	const volatile struct tscfk_clock_page *kp = (const volatile void *)p;
+
+	for (int tries = 0; tries < 1000; tries++) {
+		uint32_t seq = p->seq;
+		struct tscfk_clock_map m;
+		uint64_t last, max;
+
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (seq & 1) {
+			if (!(p->flags & TSC_TIMEPAGE_TSC))
+				return false;
+			__builtin_ia32_pause();
+			continue;
+		}
+		if ((p->flags & (TSC__TIMEPAGE_OWN | TSC_TIMEPAGE_GONE)) || p->mult_ns)
+			return false;
+		m = (struct tscfk_clock_map){ .mult_ns = 0, .mult = p->mult, .frac = p->frac };
+		last = p->cycle_last;
+		max = tsc__page_max_delta(kp);
+		r->generation = p->generation;
+		r->real_mono = (int64_t)(p->real_off - p->mono_off);
+		r->boot_mono = (int64_t)(p->boot_off - p->mono_off);
+		r->ns_per_tick = ldexp((double)p->mult, -64);
+		r->t = rdtscp ? tsc__rdtscp() : tsc_rdtsc_ordered();
+		m.off = p->real_off;
+		r->real = tscfk_clock_ns(&m, last, r->t);
+		m.off = p->mono_off;
+		r->mono = tscfk_clock_ns(&m, last, r->t);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (p->seq != seq)
+			continue;
+		/* Stale: nobody moved it on for longer than it holds. */
+		return r->t < last || r->t - last <= max;
+	}
+	return false;
+}
+
+/* REALTIME - MONOTONIC and BOOTTIME - MONOTONIC by clock_gettime(), the narrowest of a few. */
+static void sample_syscall(struct shot *k)
+{
+	k->width = UINT64_MAX;
+	for (int i = 0; i < SAMPLES; i++) {
+		int64_t m1 = tsc__ns_now(CLOCK_MONOTONIC);
+		int64_t r = realtime();
+		int64_t b = tsc__ns_now(CLOCK_BOOTTIME);
+		int64_t m2 = tsc__ns_now(CLOCK_MONOTONIC);
+
+		if ((uint64_t)(m2 - m1) < k->width) {
+			k->width = (uint64_t)(m2 - m1);
+			k->mono = (uint64_t)m1;
+			k->real_mono = r - m1;
+			k->boot_mono = b - m1;
+		}
+	}
+}
+
+/*
+ * A state as of now, of page p (the kernel's, or another: then
+ * clock_gettime()'s); by the refresher (cache), or by a reader for itself.
+ * The clock is read before the NTP state, so that the growth counts from
+ * no later than the kernel's maxerror was read: a second's turn between
+ * the two would otherwise go uncounted.
+ */
+static void take(struct state *s, const volatile struct tsc_timepage *p, bool rdtscp,
+		 bool cache, struct shot *k, uint64_t *now)
+{
+	struct page_now r;
+	struct tsc__ntp n;
+
+	*k = (struct shot){ .taken = true };
+	if (p && p == s->line.page && read_kernel_page(p, rdtscp, &r)) {
+		k->on_page = true;
+		k->generation = r.generation;
+		k->t = r.t;
+		k->ns_per_tick = r.ns_per_tick;
+		k->mono = r.mono;
+		k->real_mono = r.real_mono;
+		k->boot_mono = r.boot_mono;
+		*now = r.real;
+	} else {
+		sample_syscall(k);
+		*now = k->mono + (uint64_t)k->real_mono;
+	}
+	tsc__ntp_read(&n);
+	tsc__bound_base(&n, skew_of(s, cache), k->on_page ? 1 : 0, *now, &k->base);
+	k->flags = k->base.flags;
+	/* The disruption's bookkeeping reads it: kept with the shot. */
+	k->maxerror_us = n.known ? n.maxerror_us : -1;
+}
+
+static bool moved(int64_t a, int64_t b, uint64_t slack)
+{
+	return (uint64_t)(a > b ? a - b : b - a) > slack + STEP_TOL_NS;
+}
+
+/* The refresher's part: k against the last shot; the caller holds refreshing. */
+static void judge(struct state *s, struct shot *k)
+{
+	const struct shot *o = &s->shot;
+	bool step = false, resume = false, path = false;
+	long maxerror = k->maxerror_us;
+
+	memcpy(k->by_cause, o->by_cause, sizeof(k->by_cause));
+	k->disruptions = o->disruptions;
+	if (o->taken) {
+		uint64_t slack = o->width + k->width;
+
+		if (o->on_page != k->on_page) {
+			path = true;
+		} else if (!k->on_page || o->generation != k->generation) {
+			step = moved(k->real_mono, o->real_mono, slack);
+			resume = moved(k->boot_mono, o->boot_mono, slack);
+			path = k->on_page && !step && !resume;
+		}
+	}
+	k->by_cause[TSC_DISRUPTION_STEP] += step;
+	k->by_cause[TSC_DISRUPTION_RESUME] += resume;
+	k->by_cause[TSC_DISRUPTION_CLOCKSOURCE] += path;
+	k->disruptions += step + resume + path;
+	if (step || resume) {
+		s->disrupted = true;
+		s->disrupted_maxerror_us = maxerror;
+		s->disrupted_mono = k->mono;
+	} else if (s->disrupted && maxerror >= 0) {
+		/* The kernel alone grows it 500 us a second; lower, the daemon set it. */
+		uint64_t secs = (k->mono - s->disrupted_mono) / 1000000000;
+		long grown = s->disrupted_maxerror_us + (long)(secs * 500);
+
+		if (maxerror < grown && maxerror < PHASE_LIMIT_US)
+			s->disrupted = false;
+	}
+	if (s->disrupted)
+		k->flags |= TSC_BOUND_DISRUPTED;
+}
+
+/* Publish k, as the fast path reads it; the caller holds refreshing. */
+static void publish(struct state *s, struct shot *k)
+{
+	struct tsc__bound *l = &s->line;
+	uint64_t base = bound_ns(&k->base, k->flags, 0);
+	double per_tick = k->on_page ? k->ns_per_tick : 0;
+
+	/* TSC_BOUND_DRIFT_PPM of a tick, rounded up, and a part in 10^6 for the rate's own error. */
+	k->growth_frac = base == UINT64_MAX || per_tick <= 0 ? 0 :
+			 (uint64_t)ceil(ldexp(per_tick * TSC_BOUND_DRIFT_PPM * 1e-6 * (1 + 1e-6), 64));
+	__atomic_store_n(&l->seq, l->seq | 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	s->shot = *k;
+	l->generation = k->generation;
+	l->flags = k->flags;
+	l->disruptions = k->disruptions;
+	/*
+	 * The page (l->page) is the state's for good.  A shot taken without
+	 * it (the page unusable) gives no fast path: max_age 0.
+	 */
+	l->as_of = k->t;
+	l->max_age = per_tick > 0 ? (uint64_t)(REFRESH_NS / per_tick) : 0;
+	l->base_ns = base;
+	l->growth_frac = k->growth_frac;
+	l->leap_from = k->base.leap_from;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&l->seq, (l->seq | 1) + 1, __ATOMIC_RELAXED);
+}
+
+/* A copy of the published shot: false if a refresh is under way. */
+static bool copy_shot(const struct state *s, struct shot *k)
+{
+	for (int tries = 0; tries < 3; tries++) {
+		uint32_t seq = __atomic_load_n(&s->line.seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1)
+			continue;
+		*k = s->shot;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&s->line.seq, __ATOMIC_RELAXED) == seq)
+			return k->taken;
+	}
+	return false;
+}
+
+/* Refresh, if nobody is: true if this call did. */
+static bool refresh(struct state *s, const volatile struct tsc_timepage *p, bool rdtscp)
+{
+	struct shot k;
+	uint64_t now;
+	int idle = 0;
+
+	if (!__atomic_compare_exchange_n(&s->refreshing, &idle, 1, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return false;
+	take(s, p, rdtscp, true, &k, &now);
+	judge(s, &k);
+	publish(s, &k);
+	__atomic_store_n(&s->refreshing, 0, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* The reading and its bound from shot k, the clock at now, age_ns after it. */
+static void result(const struct shot *k, uint64_t now, uint64_t growth_ns, uint64_t age_ns,
+		   struct tsc_time_bound *out, struct tsc_bound_terms *terms)
+{
+	uint32_t flags = k->flags | (age_ns >= STALE_NS ? TSC_BOUND_STALE : 0);
+	uint64_t w = bound_ns(&k->base, flags, growth_ns), leap = 0;
+
+	if ((flags & TSC_BOUND_LEAP) && now - k->base.leap_from < 2000000000u) {
+		leap = 1000000000u;
+		w = w + leap > w ? w + leap : UINT64_MAX;
+	}
+	*out = (struct tsc_time_bound){
+		.earliest = now > w ? now - w : 0,
+		.latest = now + w >= now ? now + w : UINT64_MAX,
+		.now = now, .flags = flags, .disruptions = k->disruptions,
+	};
+	if (!terms)
+		return;
+	terms->now = now;
+	terms->maxerror_ns = k->base.maxerror_ns;
+	terms->growth_ns = GROWTH_STEP_NS + growth_ns;
+	terms->slewing_ns = k->base.slewing_ns;
+	terms->reading_ns = k->base.reading_ns;
+	terms->skew_ns = k->base.skew_ns;
+	terms->leap_ns = leap;
+	terms->bound_ns = w;
+	terms->esterror_ns = k->base.esterror_ns;
+	terms->age_ns = age_ns;
+	terms->flags = flags;
+	terms->disruptions = k->disruptions;
+	memcpy(terms->by_cause, k->by_cause, sizeof(terms->by_cause));
+}
+
+/*
+ * The slow path: refresh if due and nobody is, then read.  A reading
+ * that disagrees with the state (a generation moved on, a step seen)
+ * refreshes first; if another thread is refreshing, it reads from a
+ * state of its own, taken now and not published.
+ */
+static void bounded_slow(struct tsc__bound *const *slot_b,
+			 const volatile struct tsc_timepage *const *slot_p,
+			 const uint32_t *use_rdtscp, struct tsc_time_bound *out,
+			 struct tsc_bound_terms *terms)
+{
+	struct tsc__bound *b = __atomic_load_n(slot_b, __ATOMIC_ACQUIRE);
+	const volatile struct tsc_timepage *p = __atomic_load_n(slot_p, __ATOMIC_ACQUIRE);
+	bool rdtscp = __atomic_load_n(use_rdtscp, __ATOMIC_RELAXED);
+	struct state *s = b ? (struct state *)b : &fallback;
+	int saved = errno;
+	struct shot k;
+
+	for (int tries = 0; tries < 3; tries++) {
+		bool fresh = false;
+		struct page_now r;
+		uint64_t now, m;
+
+		if (!copy_shot(s, &k)) {
+			fresh = refresh(s, p, rdtscp);
+			if (fresh && tries < 2)
+				continue;	/* read again, after it */
+			if (!copy_shot(s, &k)) {
+				/* Another thread's first refresh under way: a state of this reader's own. */
+				take(s, p, rdtscp, false, &k, &now);
+				k.disruptions = __atomic_load_n(&s->line.disruptions, __ATOMIC_RELAXED);
+				result(&k, now, 0, 0, out, terms);
+				goto done;
+			}
+		}
+		if (k.on_page) {
+			bool usable = p == s->line.page && read_kernel_page(p, rdtscp, &r) &&
+				      r.generation == k.generation;
+			uint64_t age = usable && r.t > k.t ? r.t - k.t : 0;
+
+			/* Refreshed first if the page moved on, or a second passed. */
+			if ((!usable || (double)age * k.ns_per_tick >= REFRESH_NS) && !fresh &&
+			    refresh(s, p, rdtscp))
+				continue;
+			if (!usable)
+				continue;	/* another thread refreshes: again */
+			result(&k, r.real, tsc_mul_frac(age, k.growth_frac),
+			       (uint64_t)((double)age * k.ns_per_tick), out, terms);
+			goto done;
+		}
+		if (p == s->line.page && p && read_kernel_page(p, rdtscp, &r)) {
+			/* A page again, where the state was taken without: refresh. */
+			if (!fresh)
+				(void)refresh(s, p, rdtscp);
+			continue;
+		}
+		/* A second on, or a step back (the difference wraps): refreshed first. */
+		now = (uint64_t)realtime();
+		if (now - (k.mono + (uint64_t)k.real_mono) >= REFRESH_NS && !fresh &&
+		    refresh(s, p, rdtscp))
+			continue;
+		/*
+		 * MONOTONIC after REALTIME: the age, counted to no earlier than
+		 * the reading; and REALTIME - MONOTONIC, which only a step moves
+		 * (or a read preempted between the two: seen again, bracketed).
+		 */
+		m = (uint64_t)tsc__ns_now(CLOCK_MONOTONIC);
+		if (moved((int64_t)(now - m), k.real_mono, k.width)) {
+			struct shot c = { .taken = true };
+
+			sample_syscall(&c);
+			if (moved(c.real_mono, k.real_mono, k.width + c.width)) {
+				if (!fresh && refresh(s, p, rdtscp))
+					continue;
+				/* Another thread refreshes: not bounded until it has. */
+				k.flags |= TSC_BOUND_DISRUPTED;
+			}
+		}
+		{
+			uint64_t age = m > k.mono ? m - k.mono : 0;
+			uint64_t growth = (uint64_t)ceil((double)age * TSC_BOUND_DRIFT_PPM * 1e-6 *
+							 (1 + 1e-6));
+
+			result(&k, now, growth, age, out, terms);
+		}
+		goto done;
+	}
+	/* The state would not settle (a generation moving under every try): no bound. */
+	*out = (struct tsc_time_bound){ 0, UINT64_MAX, (uint64_t)tsc__ns_now(CLOCK_REALTIME),
+					TSC_BOUND_DISRUPTED,
+					__atomic_load_n(&s->line.disruptions, __ATOMIC_RELAXED) };
+	if (terms) {
+		terms->now = out->now;
+		terms->bound_ns = UINT64_MAX;
+		terms->flags = out->flags;
+		terms->disruptions = out->disruptions;
+	}
+done:
+	errno = saved;
+}
+
+void tsc__bounded(struct tsc__bound *const *slot_b,
+		  const volatile struct tsc_timepage *const *slot_p, const uint32_t *use_rdtscp,
+		  struct tsc_time_bound *out, struct tsc_bound_terms *terms)
+{
+	bounded_slow(slot_b, slot_p, use_rdtscp, out, terms);
+}
+
+int tsc__bound_terms(struct tsc__bound *const *slot_b,
+		     const volatile struct tsc_timepage *const *slot_p, const uint32_t *use_rdtscp,
+		     struct tsc_bound_terms *t)
+{
+	struct tsc_time_bound b;
+	size_t sz = t->sz;
+
+	tsc__clear_error();
+	if (sz < sizeof(*t))
+		return tsc__fail(-EINVAL, "terms->sz is %zu, under this library's %zu: declare them with TSC_BOUND_TERMS()",
+				 sz, sizeof(*t));
+	/* A later header's fields, past this library's, are left as they are: zero. */
+	memset(t, 0, sizeof(*t));
+	t->sz = sz;
+	bounded_slow(slot_b, slot_p, use_rdtscp, &b, t);
+	return 0;
+}
+
+void tsc__sysclock_bounded_slow(const struct tsc_sysclock *c, struct tsc_time_bound *b)
+{
+	bounded_slow(&c->bound, &c->page, &c->use_rdtscp, b, NULL);
+}
+
+int tsc_sysclock_bound_terms(const struct tsc_sysclock *c, struct tsc_bound_terms *t)
+{
+	return tsc__bound_terms(&c->bound, &c->page, &c->use_rdtscp, t);
+}

@@ -1,0 +1,569 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The bounded readers: each term of the bound from a kernel NTP state
+ * the test gives (adjtimex() replaced), on a fake page and on
+ * clock_gettime(); the bound never under the kernel's maxerror as the
+ * kernel grows it; the flags; disruptions by cause, counted once, and a
+ * disrupted bound unknown until the daemon speaks again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/timex.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_sysfs.h"
+#include "internal.h"
+#include "tsc_clock_page.h"
+
+#define PAGE 4096
+#define DAY_NS 86400000000000ull
+
+static uint64_t now(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The kernel's NTP state as the test sets it: maxerror grows 500 us at
+ * each turn of a second of MONOTONIC since it was set, as the kernel's
+ * does at each turn of its own; the calls are counted.
+ */
+static struct {
+	pthread_mutex_t lock;
+	int state, status, fail;
+	long maxerror_us, esterror_us, pll_offset, adjtime_us;
+	uint64_t set_at;	/* MONOTONIC when maxerror was set */
+	unsigned int calls;
+} kern = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void kern_set(long maxerror_us, int status)
+{
+	pthread_mutex_lock(&kern.lock);
+	kern.maxerror_us = maxerror_us;
+	kern.status = status;
+	kern.set_at = now(CLOCK_MONOTONIC);
+	pthread_mutex_unlock(&kern.lock);
+}
+
+static long kern_maxerror_at(uint64_t mono)
+{
+	long m;
+
+	pthread_mutex_lock(&kern.lock);
+	m = kern.maxerror_us + (long)(mono / 1000000000 - kern.set_at / 1000000000) * 500;
+	pthread_mutex_unlock(&kern.lock);
+	return m;
+}
+
+static int fake_adjtimex(struct timex *tx)
+{
+	int modes = (int)tx->modes;
+	uint64_t m = now(CLOCK_MONOTONIC);
+
+	__atomic_fetch_add(&kern.calls, 1, __ATOMIC_RELAXED);
+	if (kern.fail) {
+		errno = EPERM;
+		return -1;
+	}
+	memset(tx, 0, sizeof(*tx));
+	tx->maxerror = kern_maxerror_at(m);
+	tx->esterror = kern.esterror_us;
+	tx->status = kern.status;
+	tx->offset = modes == ADJ_OFFSET_SS_READ ? kern.adjtime_us : kern.pll_offset;
+	return kern.state;
+}
+
+FIXTURE(bound) {
+	char dir[64], path[128];
+	struct tsc_clock clk;
+	struct tscfk_clock_page p;
+	struct tsc_sysclock c;
+};
+
+/* Write the page as the module would; the library's mapping sees it. */
+static void publish(struct __test_metadata *_metadata, const char *path,
+		    const struct tscfk_clock_page *p)
+{
+	fake_page_write(_metadata, path, p, sizeof(*p));
+}
+
+/* A page whose MONOTONIC is the TSC clock's, REALTIME a second on (as sysclock_test's). */
+FIXTURE_SETUP(bound)
+{
+	TSC_OPTS(o, .source = TSC_SOURCE_CALIBRATION, .calibrate_max_ms = 50);
+	TSC_SYSCLOCK_OPTS(so, .sysfs_root = self->dir);
+
+	fake_root(_metadata, self->dir, sizeof(self->dir), 0);
+	fake_put(_metadata, self->dir, "/devices/system/cpu/online", "0\n");
+	snprintf(self->path, sizeof(self->path), "%s/devices/system/cpu/tsc/clock_page",
+		 self->dir);
+	self->clk.sz = sizeof(self->clk);
+	ASSERT_EQ(0, tsc_clock_init(&self->clk, &o)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(0, self->clk.conv.ns_int) TH_LOG("a TSC under 1 GHz: the fixture needs 1 GHz up");
+	self->p = (struct tscfk_clock_page){
+		.version = 1, .flags = TSCFK_CLOCK_TSC, .seq = 2, .generation = 7,
+		.mult = self->clk.conv.ns_frac, .frac = 0,
+		.mono_off = -self->clk.mono_off,
+	};
+	self->p.real_off = self->p.mono_off + 1000000000;
+	self->p.boot_off = self->p.mono_off + 60000000000;
+	fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/clock_page", "");
+	publish(_metadata, self->path, &self->p);
+	kern.fail = 0;
+	kern.state = TIME_OK;
+	kern.esterror_us = 40;
+	kern.pll_offset = 0;
+	kern.adjtime_us = 0;
+	kern_set(2000, STA_PLL | STA_NANO);
+	tsc__test_adjtimex = fake_adjtimex;
+	tsc__test_realtime_step_ns = 0;
+	self->c.sz = sizeof(self->c);
+	ASSERT_EQ(0, tsc_sysclock_init(&self->c, &so)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, self->c.path) TH_LOG("%s", self->c.why);
+}
+
+FIXTURE_TEARDOWN(bound)
+{
+	tsc__test_adjtimex = NULL;
+	tsc__test_realtime_step_ns = 0;
+	remove_root(self->dir);
+}
+
+/* The page's REALTIME for the TSC clock's MONOTONIC m. */
+static uint64_t page_real(const struct tscfk_clock_page *p, uint64_t m)
+{
+	return m + (p->real_off - p->mono_off);
+}
+
+/* A bounded reading: its time between the page's REALTIME before and after it, symmetric. */
+static void read_checked(struct __test_metadata *_metadata, struct tsc_time_bound *b,
+			 const struct tsc_sysclock *c, const struct tsc_clock *clk,
+			 const struct tscfk_clock_page *p)
+{
+	uint64_t a = page_real(p, tsc_clock_now(clk));
+
+	tsc_sysclock_realtime_bounded(c, b);
+	ASSERT_LE(a, b->now);
+	ASSERT_LE(b->now, page_real(p, tsc_clock_now(clk)) + 1);
+	if (b->latest == UINT64_MAX)
+		return;
+	ASSERT_EQ(b->latest - b->now, b->now - b->earliest);
+}
+
+/* Pure: the terms from the NTP state, and the flags. */
+TEST(base_from_the_ntp_state)
+{
+	struct tsc__ntp n = { .known = true, .state = TIME_OK, .status = STA_PLL,
+			      .maxerror_us = 1500, .esterror_us = 30, .slewing_ns = 2500 };
+	uint64_t noon = 20000 * DAY_NS + DAY_NS / 2;
+	struct tsc__bound_base b;
+
+	tsc__bound_base(&n, 700, 1, noon, &b);
+	EXPECT_EQ(0u, b.flags);
+	EXPECT_EQ(1500000u, b.maxerror_ns);
+	EXPECT_EQ(30000u, b.esterror_ns);
+	EXPECT_EQ(2500u, b.slewing_ns);
+	EXPECT_EQ(1u, b.reading_ns);
+	EXPECT_EQ(700u, b.skew_ns);
+
+	tsc__bound_base(&n, UINT64_MAX, 0, noon, &b);
+	EXPECT_EQ((uint32_t)TSC_BOUND_SKEW_UNKNOWN, b.flags);
+	EXPECT_EQ(0u, b.skew_ns);
+
+	/* Unsynchronised: STA_UNSYNC, maxerror at the kernel's 16 s, or no state at all. */
+	n.status = STA_UNSYNC;
+	tsc__bound_base(&n, 0, 0, noon, &b);
+	EXPECT_EQ((uint32_t)TSC_BOUND_UNSYNCED, b.flags);
+	n.status = 0;
+	n.maxerror_us = 16000000;
+	tsc__bound_base(&n, 0, 0, noon, &b);
+	EXPECT_EQ((uint32_t)TSC_BOUND_UNSYNCED, b.flags);
+	n = (struct tsc__ntp){ .known = false };
+	tsc__bound_base(&n, 0, 0, noon, &b);
+	EXPECT_EQ((uint32_t)TSC_BOUND_UNSYNCED, b.flags);
+
+	/* A leap second: from a second before the day's end, or the one just gone. */
+	n = (struct tsc__ntp){ .known = true, .status = STA_INS, .maxerror_us = 10 };
+	tsc__bound_base(&n, 0, 0, noon, &b);
+	EXPECT_EQ((uint32_t)TSC_BOUND_LEAP, b.flags);
+	EXPECT_EQ(20001 * DAY_NS - 1000000000, b.leap_from);
+	n.status = STA_DEL;
+	tsc__bound_base(&n, 0, 0, 20001 * DAY_NS + 400000000, &b);
+	EXPECT_EQ((uint32_t)TSC_BOUND_LEAP, b.flags);
+	EXPECT_EQ(20001 * DAY_NS - 1000000000, b.leap_from);
+	n.status = 0;
+	n.state = TIME_OOP;
+	tsc__bound_base(&n, 0, 0, 20001 * DAY_NS - 300000000, &b);
+	EXPECT_EQ((uint32_t)TSC_BOUND_LEAP, b.flags);
+}
+
+/* adjtimex()'s answers: maxerror, esterror, and what is left to slew in either unit. */
+TEST(ntp_state_read)
+{
+	struct tsc__ntp n;
+
+	tsc__test_adjtimex = fake_adjtimex;
+	kern.fail = 0;
+	kern.state = TIME_INS;
+	kern.esterror_us = 77;
+	kern.adjtime_us = -300;
+	kern.pll_offset = -2500;
+	kern_set(1234, STA_PLL | STA_NANO | STA_INS);
+	tsc__ntp_read(&n);
+	EXPECT_TRUE(n.known);
+	EXPECT_EQ(TIME_INS, n.state);
+	EXPECT_EQ(1234, n.maxerror_us);
+	EXPECT_EQ(77, n.esterror_us);
+	EXPECT_EQ(300000u + 2500u, n.slewing_ns);
+	kern_set(1234, STA_PLL);	/* the PLL's offset in us */
+	tsc__ntp_read(&n);
+	EXPECT_EQ(300000u + 2500000u, n.slewing_ns);
+	kern.fail = 1;
+	tsc__ntp_read(&n);
+	EXPECT_FALSE(n.known);
+	tsc__test_adjtimex = NULL;
+}
+
+/* On the page: each term, their sum, the fast path's and the slow path's alike. */
+TEST_F(bound, the_terms_add_up)
+{
+	TSC_BOUND_TERMS(t);
+	struct tsc_time_bound b;
+	uint64_t fixed;
+
+	kern.pll_offset = 3000;
+	kern.adjtime_us = 0;
+	kern_set(2000, STA_PLL | STA_NANO);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(0u, b.flags) TH_LOG("flags %#x", b.flags);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t)) TH_LOG("%s", tsc_last_error());
+	EXPECT_EQ(2000000u, t.maxerror_ns);
+	EXPECT_EQ(3000u, t.slewing_ns);
+	EXPECT_EQ(1u, t.reading_ns);
+	EXPECT_EQ(0u, t.skew_ns);	/* one CPU online */
+	EXPECT_EQ(0u, t.leap_ns);
+	EXPECT_EQ(40000u, t.esterror_ns);
+	EXPECT_LE(500000u, t.growth_ns);
+	EXPECT_EQ(t.maxerror_ns + t.growth_ns + t.slewing_ns + t.reading_ns + t.skew_ns +
+		  t.leap_ns, t.bound_ns);
+	/* The growth: 500 ppm of the age, and the kernel's next step. */
+	EXPECT_LE(500000u + t.age_ns / 2000, t.growth_ns);
+	EXPECT_GE(500000u + t.age_ns / 2000 + 2, t.growth_ns);
+	/* The fast path reads a fresh state. */
+	ASSERT_EQ(1, tsc__bounded_read(&self->c.page, &self->c.use_rdtscp, &self->c.max_delta,
+				       &self->c.bound, &b));
+	/* The fast path's bound against the terms': only their growth apart. */
+	fixed = t.maxerror_ns + 500000 + t.slewing_ns + t.reading_ns;
+	for (int i = 0; i < 1000; i++) {
+		read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+		ASSERT_LE(fixed, b.latest - b.now);
+		ASSERT_GE(fixed + 1000000, b.latest - b.now);
+	}
+}
+
+/* Readers between refreshes read the state; the first a second on refreshes it. */
+TEST_F(bound, refreshed_by_a_reader_once_a_second)
+{
+	struct tsc_time_bound b;
+	unsigned int calls;
+
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	calls = __atomic_load_n(&kern.calls, __ATOMIC_RELAXED);
+	for (int i = 0; i < 100000; i++)
+		tsc_sysclock_realtime_bounded(&self->c, &b);
+	EXPECT_GE(calls + 2, __atomic_load_n(&kern.calls, __ATOMIC_RELAXED))
+		TH_LOG("adjtimex() called in the fast path");
+	usleep(1100000);
+	calls = __atomic_load_n(&kern.calls, __ATOMIC_RELAXED);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(calls + 2, __atomic_load_n(&kern.calls, __ATOMIC_RELAXED))
+		TH_LOG("a second on, no refresh");
+}
+
+/*
+ * Never under the kernel's maxerror at the same moment, which grows 500
+ * us at each turn of a second, between refreshes too: read for 2.5 s.
+ */
+TEST_F(bound, never_under_the_kernels_maxerror)
+{
+	uint64_t end = now(CLOCK_MONOTONIC) + 2500000000u;
+	unsigned int reads = 0;
+
+	kern_set(1000, STA_PLL | STA_NANO);
+	while (now(CLOCK_MONOTONIC) < end) {
+		struct tsc_time_bound b;
+		uint64_t m;
+
+		read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+		m = now(CLOCK_MONOTONIC);
+		ASSERT_LE((uint64_t)kern_maxerror_at(m) * 1000, b.latest - b.now)
+			TH_LOG("read %u: bound %llu ns under the kernel's maxerror %ld us", reads,
+			       (unsigned long long)(b.latest - b.now), kern_maxerror_at(m));
+		/* And under what the kernel's model allows: 500 ppm since the daemon spoke. */
+		ASSERT_LE(1000000 + (m - kern.set_at) / 2000, b.latest - b.now)
+			TH_LOG("read %u: bound %llu ns, %llu ns since maxerror was set", reads,
+			       (unsigned long long)(b.latest - b.now),
+			       (unsigned long long)(m - kern.set_at));
+		reads++;
+	}
+	EXPECT_LT(1000u, reads);
+}
+
+/* Unsynchronised or not readable: [0, UINT64_MAX], flagged. */
+TEST_F(bound, unsynchronised_is_unbounded)
+{
+	struct tsc_time_bound b;
+
+	kern_set(2000, STA_UNSYNC);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(0u, b.earliest);
+	EXPECT_EQ(UINT64_MAX, b.latest);
+	EXPECT_TRUE(b.flags & TSC_BOUND_UNSYNCED);
+}
+
+TEST(unreadable_ntp_state_is_unbounded)
+{
+	TSC_SYSCLOCK(c);
+	struct tsc_time_bound b;
+
+	tsc__test_adjtimex = fake_adjtimex;
+	kern.fail = 1;
+	ASSERT_EQ(0, tsc_sysclock_init(&c, NULL));
+	tsc_sysclock_realtime_bounded(&c, &b);
+	EXPECT_EQ(0u, b.earliest);
+	EXPECT_EQ(UINT64_MAX, b.latest);
+	EXPECT_TRUE(b.flags & TSC_BOUND_UNSYNCED);
+	kern.fail = 0;
+	tsc__test_adjtimex = NULL;
+}
+
+/* The module's skew bound, with every online CPU measured; unknown otherwise. */
+TEST_F(bound, the_cpus_skew)
+{
+	TSC_BOUND_TERMS(t);
+	const char *d = self->dir;
+
+	fake_put(_metadata, d, "/devices/system/cpu/online", "0-1\n");
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_TRUE(t.flags & TSC_BOUND_SKEW_UNKNOWN) TH_LOG("two CPUs, no module: unknown");
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "3\n");
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/max_skew_ticks", "2500\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc_freq_khz", "2000000\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc/status", "reference\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu1/tsc/status", "unmeasured\n");
+	usleep(1100000);	/* the next refresh reads them */
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_TRUE(t.flags & TSC_BOUND_SKEW_UNKNOWN) TH_LOG("cpu1 unmeasured: unknown");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu1/tsc/status", "measured\n");
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "4\n");
+	usleep(1100000);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_FALSE(t.flags & TSC_BOUND_SKEW_UNKNOWN);
+	/* 2500 ticks at 2 GHz: 1250 ns. */
+	EXPECT_EQ(1250u, t.skew_ns);
+	EXPECT_EQ(t.maxerror_ns + t.growth_ns + t.slewing_ns + t.reading_ns + 1250, t.bound_ns);
+}
+
+/* Within a second of a leap second, a second wider; the flag all the day. */
+TEST_F(bound, a_leap_second)
+{
+	TSC_BOUND_TERMS(t);
+	struct tsc_time_bound b;
+	uint64_t r = page_real(&self->p, tsc_clock_now(&self->clk));
+	uint64_t to_midnight = (r / DAY_NS + 1) * DAY_NS - r;
+
+	kern_set(2000, STA_PLL | STA_NANO | STA_INS);
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_TRUE(b.flags & TSC_BOUND_LEAP);
+	EXPECT_GT(1000000000u, b.latest - b.now);
+	/* REALTIME half a second before midnight. */
+	self->p.real_off += to_midnight - 500000000 - 1100000000;
+	self->p.seq += 2;
+	publish(_metadata, self->path, &self->p);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_TRUE(b.flags & TSC_BOUND_LEAP);
+	EXPECT_LT(1000000000u, b.latest - b.now);
+	/* The slow path's terms say so too. */
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(1000000000u, t.leap_ns);
+	EXPECT_EQ(t.maxerror_ns + t.growth_ns + t.slewing_ns + t.reading_ns + t.skew_ns +
+		  t.leap_ns, t.bound_ns);
+}
+
+/* A step, a resume, a clocksource change: each counted once, by cause. */
+TEST_F(bound, disruptions_on_the_page)
+{
+	TSC_BOUND_TERMS(t);
+	struct tsc_time_bound b;
+
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(0u, b.disruptions);
+	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
+
+	/* Another clocksource and back: counted, the bound still known. */
+	self->p.generation++;
+	self->p.seq += 2;
+	publish(_metadata, self->path, &self->p);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(1u, b.disruptions);
+	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+
+	/* A step of REALTIME: counted before this read returns, and no bound. */
+	self->p.generation++;
+	self->p.real_off += 5000000;
+	self->p.seq += 2;
+	publish(_metadata, self->path, &self->p);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(2u, b.disruptions);
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
+	EXPECT_EQ(0u, b.earliest);
+	EXPECT_EQ(UINT64_MAX, b.latest);
+	for (int i = 0; i < 1000; i++) {
+		read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+		ASSERT_EQ(2u, b.disruptions) TH_LOG("one step counted again");
+	}
+
+	/* A resume: BOOTTIME moved against MONOTONIC. */
+	self->p.generation++;
+	self->p.boot_off += 3000000000;
+	self->p.seq += 2;
+	publish(_metadata, self->path, &self->p);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(3u, b.disruptions);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_RESUME]);
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+
+	/* The kernel alone grows maxerror: still disrupted a second on. */
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
+	/* The daemon speaks: a bound again, at the next refresh. */
+	kern_set(800, STA_PLL | STA_NANO);
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
+	EXPECT_NE(UINT64_MAX, b.latest);
+	EXPECT_EQ(3u, b.disruptions);
+}
+
+/* Without a page: clock_gettime()'s REALTIME, and a step seen at the next read. */
+TEST(disruptions_without_a_page)
+{
+	TSC_BOUND_TERMS(t);
+	TSC_SYSCLOCK(c);
+	TSC_SYSCLOCK_OPTS(o, .sysfs_root = "/nonexistent");
+	struct tsc_time_bound b;
+	uint64_t a;
+
+	tsc__test_adjtimex = fake_adjtimex;
+	kern.fail = 0;
+	kern.state = TIME_OK;
+	kern_set(3000, STA_PLL | STA_NANO);
+	ASSERT_EQ(0, tsc_sysclock_init(&c, &o));
+	ASSERT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
+	a = now(CLOCK_REALTIME);
+	tsc_sysclock_realtime_bounded(&c, &b);
+	EXPECT_LE(a, b.now);
+	EXPECT_LE(b.now, now(CLOCK_REALTIME));
+	EXPECT_LE(3500000u, b.latest - b.now);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t));
+	EXPECT_EQ(0u, t.reading_ns);
+	EXPECT_TRUE(t.flags & TSC_BOUND_SKEW_UNKNOWN) TH_LOG("no sysfs at all: unknown");
+	tsc__test_realtime_step_ns = 20000;
+	tsc_sysclock_realtime_bounded(&c, &b);
+	EXPECT_EQ(t.disruptions + 1, b.disruptions) TH_LOG("a 20 us step not seen at once");
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t));
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
+	tsc__test_realtime_step_ns = 0;
+	tsc__test_adjtimex = NULL;
+}
+
+/* Many readers across a step: counted once, and every reading bounded or flagged. */
+struct racer {
+	const struct tsc_sysclock *c;
+	int stop;
+	unsigned int reads, bad;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		struct tsc_time_bound b;
+
+		tsc_sysclock_realtime_bounded(r->c, &b);
+		if (b.earliest > b.now || b.latest < b.now)
+			__atomic_fetch_add(&r->bad, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&r->reads, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+TEST_F(bound, racing_readers_count_a_step_once)
+{
+	struct racer r = { .c = &self->c };
+	pthread_t th[4];
+	struct tsc_time_bound b;
+
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, race, &r));
+	usleep(50000);
+	self->p.generation++;
+	self->p.real_off -= 7000000;
+	self->p.seq += 2;
+	publish(_metadata, self->path, &self->p);
+	usleep(50000);
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(1u, b.disruptions);
+	EXPECT_EQ(0u, r.bad);
+	EXPECT_LT(1000u, r.reads);
+}
+
+TEST(terms_size_checked)
+{
+	struct tsc_bound_terms t = { .sz = 8 };
+
+	EXPECT_EQ(-EINVAL, tsc_time_bound_terms(&t));
+	EXPECT_NE(NULL, strstr(tsc_last_error(), "TSC_BOUND_TERMS")) TH_LOG("%s", tsc_last_error());
+}
+
+/* The front door, on this machine's clocks and its real NTP state. */
+TEST(front_door)
+{
+	TSC_BOUND_TERMS(t);
+	struct tsc_time_bound b;
+	struct timex tx = { .modes = 0 };
+	uint64_t a = now(CLOCK_REALTIME);
+	int state;
+
+	tsc_realtime_bounded(&b);
+	EXPECT_LE(a, b.now);
+	EXPECT_LE(b.now, now(CLOCK_REALTIME));
+	ASSERT_EQ(0, tsc_time_bound_terms(&t)) TH_LOG("%s", tsc_last_error());
+	state = adjtimex(&tx);
+	ASSERT_LE(0, state);
+	if ((tx.status & STA_UNSYNC) || tx.maxerror >= 16000000) {
+		EXPECT_TRUE(t.flags & TSC_BOUND_UNSYNCED);
+		EXPECT_EQ(UINT64_MAX, t.bound_ns);
+	} else {
+		EXPECT_LE((uint64_t)tx.maxerror * 1000, t.bound_ns);
+	}
+}
+
+TEST_HARNESS_MAIN
