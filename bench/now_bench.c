@@ -7,9 +7,12 @@
  *
  * Usage: now_bench [--quick]
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/timex.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +33,56 @@ static TSC_SYSCLOCK(sysclock);
 static TSC_SYSCLOCK(disc_clock);
 /* The same, synced by its readers: the front door's path where there is no page. */
 static TSC_SYSCLOCK(readers_clock);
+/*
+ * On page's twin, a file in a sysfs root of the bench's own mapped as the
+ * module's page is: a clock whose bounded reader takes its fast path
+ * whatever this machine has.
+ */
+static TSC_SYSCLOCK(file_clock);
+static char file_root[] = "/tmp/libtsc-bench-page.XXXXXX";
+/* Its directories, each inside the one before, and the page in the last. */
+static const char *const file_dirs[] = {
+	"/devices", "/devices/system", "/devices/system/cpu", "/devices/system/cpu/tsc",
+};
+#define NDIRS (sizeof(file_dirs) / sizeof(file_dirs[0]))
+#define FILE_PAGE "/devices/system/cpu/tsc/clock_page"
+
+static void file_root_remove(void)
+{
+	char path[sizeof(file_root) + sizeof(FILE_PAGE)];
+
+	snprintf(path, sizeof(path), "%s" FILE_PAGE, file_root);
+	unlink(path);
+	for (size_t i = NDIRS; i--;) {
+		snprintf(path, sizeof(path), "%s%s", file_root, file_dirs[i]);
+		rmdir(path);
+	}
+	rmdir(file_root);
+}
+
+/* A root holding p as its clock page: its path, or NULL. */
+static const char *page_root(const struct tsc_timepage *p)
+{
+	char path[sizeof(file_root) + sizeof(FILE_PAGE)], page_buf[4096] = { 0 };
+	ssize_t n;
+	int fd;
+
+	if (!mkdtemp(file_root) || atexit(file_root_remove))
+		return NULL;
+	for (size_t i = 0; i < NDIRS; i++) {
+		snprintf(path, sizeof(path), "%s%s", file_root, file_dirs[i]);
+		if (mkdir(path, 0755))
+			return NULL;
+	}
+	snprintf(path, sizeof(path), "%s" FILE_PAGE, file_root);
+	fd = open(path, O_WRONLY | O_CREAT, 0644);
+	if (fd < 0)
+		return NULL;
+	memcpy(page_buf, p, sizeof(*p));
+	n = write(fd, page_buf, sizeof(page_buf));
+	close(fd);
+	return n == (ssize_t)sizeof(page_buf) ? file_root : NULL;
+}
 
 static inline uint64_t rdtscp(void)
 {
@@ -123,6 +176,43 @@ LOOP(loop_front_real, tsc_realtime_ns())
 LOOP(loop_readers_clock, tsc_sysclock_monotonic(&readers_clock))
 LOOP(loop_readers_clock_u, tsc_sysclock_monotonic_unordered(&readers_clock))
 
+/*
+ * A bounded reading, consumed as a program would (the interval, the flags;
+ * now lies between the two): two additions deep, as the plain reads' one.
+ */
+static inline uint64_t used(const struct tsc_time_bound *b)
+{
+	return (b->earliest + b->latest) + (b->flags + b->disruptions);
+}
+
+static inline uint64_t file_bounded(void)
+{
+	struct tsc_time_bound b;
+
+	tsc_sysclock_realtime_bounded(&file_clock, &b);
+	return used(&b);
+}
+
+static inline uint64_t front_bounded(void)
+{
+	struct tsc_time_bound b;
+
+	tsc_realtime_bounded(&b);
+	return used(&b);
+}
+
+static uint64_t real_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+LOOP(loop_file_real, tsc_sysclock_realtime(&file_clock))
+LOOP(loop_file_bounded, file_bounded())
+LOOP(loop_front_bounded, front_bounded())
+LOOP(loop_gettime_real, real_now())
+
 static const struct variant {
 	const char *name;
 	uint64_t (*loop)(unsigned long n);
@@ -153,6 +243,10 @@ static const struct variant {
 	{ "tsc_realtime_ns", loop_front_real },
 	{ "tsc_sysclock_monotonic(readers)", loop_readers_clock },
 	{ "..._monotonic_unordered(readers)", loop_readers_clock_u },
+	{ "tsc_sysclock_realtime(file page)", loop_file_real },
+	{ "..._realtime_bounded(file page)", loop_file_bounded },
+	{ "tsc_realtime_bounded", loop_front_bounded },
+	{ "clock_gettime(REALTIME)", loop_gettime_real },
 };
 #define NV (sizeof(variants) / sizeof(variants[0]))
 
@@ -185,6 +279,33 @@ static void check_cost(unsigned int rounds, double gettime_ns)
 	       err ? "fails: " : "passes", err ? tsc_last_error() : "");
 }
 
+/*
+ * clock_gettime(REALTIME) and adjtimex(): the time and the kernel's
+ * maxerror without libtsc, a system call each time; per call, the median
+ * over rounds of 1000.
+ */
+static volatile uint64_t adjtimex_sink;
+
+static double gettime_adjtimex_cost(unsigned int rounds)
+{
+	double per_call[21] = { 0 };
+	uint64_t sink = 0;
+
+	for (unsigned int r = 0; r < rounds; r++) {
+		uint64_t t0 = ns_now();
+
+		for (int i = 0; i < 1000; i++) {
+			struct timex tx = { .modes = 0 };
+
+			sink += real_now() + (uint64_t)adjtimex(&tx) + (uint64_t)tx.maxerror;
+		}
+		per_call[r] = (double)(ns_now() - t0) / 1000;
+	}
+	adjtimex_sink = sink;
+	qsort(per_call, rounds, sizeof(double), cmp);
+	return per_call[rounds / 2];
+}
+
 int main(int argc, char **argv)
 {
 	bool quick = argc > 1 && !strcmp(argv[1], "--quick");
@@ -207,6 +328,22 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	page_clock.page = &page;
+	{
+		struct tsc_timepage fp = page;
+		const char *root;
+
+		fp.real_off = -clk.real_off;
+		fp.boot_off = -clk.mono_off;
+		root = page_root(&fp);
+		TSC_SYSCLOCK_OPTS(fo, .sysfs_root = root);
+
+		if (!root || tsc_sysclock_init(&file_clock, &fo) ||
+		    file_clock.path != TSC_SYSCLOCK_KERNEL) {
+			fprintf(stderr, "now_bench: a clock on a page of its own: %s\n",
+				root ? file_clock.why : "no root");
+			return 1;
+		}
+	}
 	/* What init sets for a layout-1 page without the kernel's mult. */
 	page_clock.max_delta = INT64_MAX;
 	exact_params.mult = page.mult;
@@ -336,6 +473,20 @@ int main(int argc, char **argv)
 		printf("  ordered / clock_gettime                      %.3fx\n", median[21] / median[5]);
 		printf("  ordered / %-13s                      %.3fx\n",
 		       median[1] < median[2] ? "lfence;rdtsc" : "rdtscp", median[21] / fence);
+	}
+	{
+		double with_adjtimex = gettime_adjtimex_cost(rounds);
+		const char *why;
+
+		(void)tsc_time_path(&why);
+		printf("the bounded read (REALTIME and its bound), against the ordered read of REALTIME on its path:\n");
+		printf("  on a page                            %.3fx  (target <= 1.15; %.2f vs %.2f ns)\n",
+		       median[27] / median[26], median[27], median[26]);
+		printf("  the front door                       %.3fx  (against tsc_realtime_ns(): %s)\n",
+		       median[28] / median[23], why);
+		printf("  on a page / clock_gettime(REALTIME)  %.3fx\n", median[27] / median[29]);
+		printf("  clock_gettime() + adjtimex()         %.2f ns, %.1fx the bounded read on a page (what a program does without libtsc)\n",
+		       with_adjtimex, with_adjtimex / median[27]);
 	}
 	check_cost(rounds, median[5]);
 	tsc_sysclock_fini(&readers_clock);
