@@ -29,9 +29,10 @@
  * Disruptions: a refresh compares what it reads with what the last one
  * did.  On the kernel's page a reader whose page's generation moved on
  * takes the slow path, which refreshes before it returns; REALTIME -
- * MONOTONIC moved is a step, BOOTTIME - MONOTONIC a resume, neither a
- * change of clocksource; a page that went, or came, one too.  Without a
- * page the slow path compares REALTIME - MONOTONIC at every read.  A
+ * MONOTONIC moved is a step, BOOTTIME - MONOTONIC a resume; the page
+ * withdrawn (another clocksource, the module unloaded) or back, a change
+ * of path.  Without a page the slow path compares REALTIME - MONOTONIC
+ * at every read.  A
  * step or a resume leaves the bound unknown (TSC_BOUND_DISRUPTED) until
  * the daemon states a maxerror again: one lower than the kernel's growth
  * alone gives.
@@ -310,7 +311,8 @@ static bool read_kernel_page(const volatile struct tsc_timepage *p, bool rdtscp,
 {
 	const volatile struct tscfk_clock_page *kp = (const volatile void *)p;
 
-	for (int tries = 0; tries < 1000; tries++) {
+	/* As page_begin() (sysclock.c): a write under emulation may take a while. */
+	for (int tries = 0; tries < 100000; tries++) {
 		uint32_t seq = p->seq;
 		struct tscfk_clock_map m;
 		uint64_t last, max;
@@ -415,12 +417,16 @@ static void judge(struct state *s, struct shot *k)
 	if (o->taken) {
 		uint64_t slack = o->width + k->width;
 
-		if (o->on_page != k->on_page) {
-			path = true;
-		} else if (!k->on_page || o->generation != k->generation) {
+		/*
+		 * The page withdrawn or back: the readings' path changed.  A
+		 * generation that moved with the offsets where they were
+		 * (the kernel calls its clock set for more than steps) and
+		 * the page usable both times changed nothing a reading sees.
+		 */
+		path = o->on_page != k->on_page;
+		if (!path && (!k->on_page || o->generation != k->generation)) {
 			step = moved(k->real_mono, o->real_mono, slack);
 			resume = moved(k->boot_mono, o->boot_mono, slack);
-			path = k->on_page && !step && !resume;
 		}
 	}
 	k->by_cause[TSC_DISRUPTION_STEP] += step;

@@ -407,15 +407,28 @@ TEST_F(bound, disruptions_on_the_page)
 	EXPECT_EQ(0u, b.disruptions);
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
 
-	/* Another clocksource and back: counted, the bound still known. */
+	/* The generation moved, nothing else: nothing a reading sees changed. */
 	self->p.generation++;
 	self->p.seq += 2;
 	publish(_metadata, self->path, &self->p);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
-	EXPECT_EQ(1u, b.disruptions);
+	EXPECT_EQ(0u, b.disruptions);
+
+	/* Another clocksource (the page withdrawn) and back: counted, the bound still known. */
+	self->p.flags = 0;
+	self->p.seq += 1;	/* odd: not to be used */
+	publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(0u, t.reading_ns) TH_LOG("clock_gettime() while the page is withdrawn");
+	self->p.flags = TSCFK_CLOCK_TSC;
+	self->p.generation++;
+	self->p.seq += 1;
+	publish(_metadata, self->path, &self->p);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(2u, b.disruptions) TH_LOG("away and back: two changes of path");
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
-	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+	EXPECT_EQ(2u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
 
 	/* A step of REALTIME: counted before this read returns, and no bound. */
 	self->p.generation++;
@@ -423,13 +436,13 @@ TEST_F(bound, disruptions_on_the_page)
 	self->p.seq += 2;
 	publish(_metadata, self->path, &self->p);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
-	EXPECT_EQ(2u, b.disruptions);
+	EXPECT_EQ(3u, b.disruptions);
 	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
 	EXPECT_EQ(0u, b.earliest);
 	EXPECT_EQ(UINT64_MAX, b.latest);
 	for (int i = 0; i < 1000; i++) {
 		read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
-		ASSERT_EQ(2u, b.disruptions) TH_LOG("one step counted again");
+		ASSERT_EQ(3u, b.disruptions) TH_LOG("one step counted again");
 	}
 
 	/* A resume: BOOTTIME moved against MONOTONIC. */
@@ -438,11 +451,11 @@ TEST_F(bound, disruptions_on_the_page)
 	self->p.seq += 2;
 	publish(_metadata, self->path, &self->p);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
-	EXPECT_EQ(3u, b.disruptions);
+	EXPECT_EQ(4u, b.disruptions);
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
 	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
 	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_RESUME]);
-	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+	EXPECT_EQ(2u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
 
 	/* The kernel alone grows maxerror: still disrupted a second on. */
 	usleep(1100000);
@@ -454,7 +467,7 @@ TEST_F(bound, disruptions_on_the_page)
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
 	EXPECT_NE(UINT64_MAX, b.latest);
-	EXPECT_EQ(3u, b.disruptions);
+	EXPECT_EQ(4u, b.disruptions);
 }
 
 /* Without a page: clock_gettime()'s REALTIME, and a step seen at the next read. */
