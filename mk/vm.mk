@@ -14,12 +14,13 @@ VM_MODPROBE = modprobe $(if $(call kernel_root,$(1)),-d $(call kernel_root,$(1))
 # Every kernel-side selftest, with 2 CPUs, on the oldest kernel, this
 # machine's newest (the 6.12 that bookworm and trixie fleets run), and the
 # newest generic and PREEMPT_RT kernels of all.  The tests of the tools,
-# which read the module's files the same on every kernel, and the
-# clients' (X-Ray, Abseil), run in the newest generic kernel's guest
-# alone; the timekeeper's stall in a guest of its own, below.
+# which read the module's files the same on every kernel, the clients'
+# (X-Ray, Abseil) and the bound's against chronyd run in the newest
+# generic kernel's guest alone; the timekeeper's stall in a guest of its
+# own, below.
 FULL_KERNELS := $(sort $(OLDEST_GENERIC) $(lastword $(HOST_GENERIC)) $(NEWEST_GENERIC) $(NEWEST_RT))
 USERSPACE_TESTS := clients_test tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test \
-	jitter_causes_test
+	jitter_causes_test ntp_bound_test
 full_skip = $(if $(filter $(NEWEST_GENERIC),$(1)),,$(USERSPACE_TESTS)) timekeeper_stall_test
 # One CPU, on the oldest kernel: no pair to measure, and 6.1 keeps its TSC
 # as clocksource there (with 2 CPUs under TCG it marks it unstable): the
@@ -54,18 +55,31 @@ vm_only = $(if $(filter 1,$(2)),$(ONE_CPU_TESTS),$(if $(filter 2,$(2)),,$(if \
 	$(filter $(NEWEST_GENERIC),$(1)),$(STALL_TESTS),$(OVERCOMMIT_TESTS))))
 vm_why = "$(if $(filter 2,$(2)),run in one guest only: see Documentation/testing.md's table of guests,not what \
 	the $(2)-CPU guest is for: see Documentation/testing.md's table of guests)"
-$(VM_RUNS): vm-%: selftests lib lib-helpers dkms-check kbuild-check
+# chronyd for ntp_bound_test: Debian's own package, unpacked under build/
+# rather than installed, so that make check neither replaces this
+# machine's time daemon (chrony conflicts with systemd-timesyncd) nor
+# starts one.  The guests see it through the host's root.
+CHRONYD := $(BUILD)/chrony/usr/sbin/chronyd
+$(CHRONYD):
+	rm -rf $(BUILD)/chrony && mkdir -p $(BUILD)/chrony/deb
+	cd $(BUILD)/chrony/deb && { apt-get download -qq -o APT::Sandbox::User=root chrony || \
+		{ apt-get update -qq && apt-get download -qq -o APT::Sandbox::User=root chrony; }; }
+	dpkg-deb -x $(BUILD)/chrony/deb/chrony_*.deb $(BUILD)/chrony
+	@test -x $@
+
+$(VM_RUNS): vm-%: selftests lib lib-helpers dkms-check kbuild-check $(CHRONYD)
 	@mkdir -p $(BUILD)/vm
 	$(if $(filter-out 0,$(shell echo $$(( $(call vm_smp,$*) > $(HOST_CPUS) )))), \
 		TSCFK_OVERCOMMITTED="$(call vm_smp,$*) vCPUs on $(HOST_CPUS) host CPUs") \
-	TSCFK_FAKE_KO=$(call FAKE_KO,$(call vm_kernel,$*)) \
+	TSCFK_FAKE_KO=$(call FAKE_KO,$(call vm_kernel,$*)) TSCFK_CHRONYD=$(CHRONYD) \
 	TSCFK_ONLY="$(call vm_only,$(call vm_kernel,$*),$(call vm_smp,$*))" \
 	TSCFK_SKIP="$(if $(filter 2,$(call vm_smp,$*)),$(call full_skip,$(call vm_kernel,$*)))" \
 	TSCFK_SKIP_WHY=$(call vm_why,$(call vm_kernel,$*),$(call vm_smp,$*)) \
 	scripts/vm/run-in-vm.sh --kernel $(call vm_kernel,$*) --smp $(call vm_smp,$*) \
 		$(call vm_append,$(call vm_kernel,$*),$(call vm_smp,$*)) \
 		--log $(BUILD)/vm/$*.log --env TSCFK_CYCLES --env TSCFK_OVERCOMMITTED \
-		--env TSCFK_FAKE_KO --env TSCFK_ONLY --env TSCFK_SKIP --env TSCFK_SKIP_WHY -- \
+		--env TSCFK_FAKE_KO --env TSCFK_CHRONYD --env TSCFK_ONLY --env TSCFK_SKIP \
+		--env TSCFK_SKIP_WHY -- \
 		selftests/run_tests.sh $(call VM_KO,$(call vm_kernel,$*)) $(BUILD)/selftests
 	@! grep -a '^not ok' $(BUILD)/vm/$*.log
 

@@ -18,6 +18,9 @@ flavours="linux-headers-cloud-amd64 linux-headers-rt-amd64 linux-headers-6.12-cl
 	  linux-headers-6.12-rt-amd64 linux-image-6.12-rt-amd64"
 build="make gcc libc6-dev kmod xz-utils"
 guest="qemu-system-x86 busybox-static cpio"
+# What chronyd needs to run in the guests: chrony itself is unpacked under
+# build/, not installed (mk/vm.mk's CHRONYD).
+chrony_libs="libcap2 libedit2 libgnutls30 libnettle8 libseccomp2"
 
 case "${1:-}" in
 run)
@@ -33,7 +36,7 @@ check)
 	      python3 python3-jsonschema prometheus prometheus-node-exporter clang-tidy cppcheck gcovr
 	      build-essential debhelper dh-dkms lintian systemd git mmdebstrap shellcheck
 	      procps flex bison bc libelf-dev libssl-dev abi-dumper abi-compliance-checker
-	      iproute2 rtla" ;;
+	      iproute2 rtla $chrony_libs" ;;
 deb)
 	pkgs="build-essential dpkg-dev debhelper dh-dkms lintian systemd" ;;
 *)

@@ -8,6 +8,7 @@
 # Usage: run_tests.sh MODULE.ko [BINDIR]
 #   BINDIR holds the built tests (default: build/selftests next to this dir).
 # Environment: TSCFK_CYCLES (load/unload cycles, default 200),
+#   TSCFK_CHRONYD (chronyd for ntp_bound_test, unpacked on the host),
 #   TSCFK_FAKE_KO (selftests/kmod's module, built for this kernel),
 #   TSCFK_SKIP (tests not to run here, each reported as a skip, with
 #   TSCFK_SKIP_WHY as the reason), or TSCFK_ONLY (the only tests to run
@@ -73,10 +74,10 @@ case $ko in
 esac
 
 tests=(estimator_test unload lifecycle_test clock_page_test stress_test scaling_test clients_test
-       load sysfs_test trigger_test hotplug_test libtsc_test sysclock_exact_test timekeeper_stall_test
-       tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test unload libtsc_test
-       tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test jitter_causes_test
-       rt_spinner_test kernel_file_test kmemleak dmesg_clean)
+       load sysfs_test trigger_test hotplug_test libtsc_test sysclock_exact_test ntp_bound_test
+       timekeeper_stall_test tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
+       unload libtsc_test tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test
+       jitter_causes_test rt_spinner_test kernel_file_test kmemleak dmesg_clean)
 
 # A name in TSCFK_SKIP or TSCFK_ONLY that is no test here is a mistake (a
 # test renamed, a typo): it would leave a test running that should not,
