@@ -550,10 +550,9 @@ static void result(const struct shot *k, uint64_t now, uint64_t growth_ns, uint6
  * refreshes first; if another thread is refreshing, it reads from a
  * state of its own, taken now and not published.
  */
-static void bounded_slow(struct tsc__bound *const *slot_b,
-			 const volatile struct tsc_timepage *const *slot_p,
-			 const uint32_t *use_rdtscp, struct tsc_time_bound *out,
-			 struct tsc_bound_terms *terms)
+void tsc__bounded(struct tsc__bound *const *slot_b,
+		  const volatile struct tsc_timepage *const *slot_p, const uint32_t *use_rdtscp,
+		  struct tsc_time_bound *out, struct tsc_bound_terms *terms)
 {
 	struct tsc__bound *b = __atomic_load_n(slot_b, __ATOMIC_ACQUIRE);
 	const volatile struct tsc_timepage *p = __atomic_load_n(slot_p, __ATOMIC_ACQUIRE);
@@ -645,13 +644,6 @@ done:
 	errno = saved;
 }
 
-void tsc__bounded(struct tsc__bound *const *slot_b,
-		  const volatile struct tsc_timepage *const *slot_p, const uint32_t *use_rdtscp,
-		  struct tsc_time_bound *out, struct tsc_bound_terms *terms)
-{
-	bounded_slow(slot_b, slot_p, use_rdtscp, out, terms);
-}
-
 int tsc__bound_terms(struct tsc__bound *const *slot_b,
 		     const volatile struct tsc_timepage *const *slot_p, const uint32_t *use_rdtscp,
 		     struct tsc_bound_terms *t)
@@ -666,13 +658,13 @@ int tsc__bound_terms(struct tsc__bound *const *slot_b,
 	/* A later header's fields, past this library's, are left as they are: zero. */
 	memset(t, 0, sizeof(*t));
 	t->sz = sz;
-	bounded_slow(slot_b, slot_p, use_rdtscp, &b, t);
+	tsc__bounded(slot_b, slot_p, use_rdtscp, &b, t);
 	return 0;
 }
 
 void tsc__sysclock_bounded_slow(const struct tsc_sysclock *c, struct tsc_time_bound *b)
 {
-	bounded_slow(&c->bound, &c->page, &c->use_rdtscp, b, NULL);
+	tsc__bounded(&c->bound, &c->page, &c->use_rdtscp, b, NULL);
 }
 
 int tsc_sysclock_bound_terms(const struct tsc_sysclock *c, struct tsc_bound_terms *t)

@@ -86,13 +86,6 @@ FIXTURE(bound) {
 	struct tsc_sysclock c;
 };
 
-/* Write the page as the module would; the library's mapping sees it. */
-static void publish(struct __test_metadata *_metadata, const char *path,
-		    const struct tscfk_clock_page *p)
-{
-	fake_page_write(_metadata, path, p, sizeof(*p));
-}
-
 /* A page whose MONOTONIC is the TSC clock's, REALTIME a second on (as sysclock_test's). */
 FIXTURE_SETUP(bound)
 {
@@ -114,7 +107,7 @@ FIXTURE_SETUP(bound)
 	self->p.real_off = self->p.mono_off + 1000000000;
 	self->p.boot_off = self->p.mono_off + 60000000000;
 	fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/clock_page", "");
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	kern.fail = 0;
 	kern.state = TIME_OK;
 	kern.esterror_us = 40;
@@ -386,7 +379,7 @@ TEST_F(bound, a_leap_second)
 	/* REALTIME half a second before midnight. */
 	self->p.real_off += to_midnight - 500000000 - 1100000000;
 	self->p.seq += 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_TRUE(b.flags & TSC_BOUND_LEAP);
 	EXPECT_LT(1000000000u, b.latest - b.now);
@@ -410,20 +403,20 @@ TEST_F(bound, disruptions_on_the_page)
 	/* The generation moved, nothing else: nothing a reading sees changed. */
 	self->p.generation++;
 	self->p.seq += 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_EQ(0u, b.disruptions);
 
 	/* Another clocksource (the page withdrawn) and back: counted, the bound still known. */
 	self->p.flags = 0;
 	self->p.seq += 1;	/* odd: not to be used */
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
 	EXPECT_EQ(0u, t.reading_ns) TH_LOG("clock_gettime() while the page is withdrawn");
 	self->p.flags = TSCFK_CLOCK_TSC;
 	self->p.generation++;
 	self->p.seq += 1;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_EQ(2u, b.disruptions) TH_LOG("away and back: two changes of path");
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
@@ -434,7 +427,7 @@ TEST_F(bound, disruptions_on_the_page)
 	self->p.generation++;
 	self->p.real_off += 5000000;
 	self->p.seq += 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_EQ(3u, b.disruptions);
 	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
@@ -449,7 +442,7 @@ TEST_F(bound, disruptions_on_the_page)
 	self->p.generation++;
 	self->p.boot_off += 3000000000;
 	self->p.seq += 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_EQ(4u, b.disruptions);
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
@@ -537,7 +530,7 @@ TEST_F(bound, racing_readers_count_a_step_once)
 	self->p.generation++;
 	self->p.real_off -= 7000000;
 	self->p.seq += 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	usleep(50000);
 	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
 	for (int i = 0; i < 4; i++)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../../selftests/harness.h"
+#include "tsc_clock_page.h"
 
 /* A fake sysfs root holding 'khz' (0: no file), its name into dir[size]. */
 static inline void fake_root(struct __test_metadata *_metadata, char *dir,
@@ -63,16 +64,15 @@ static inline void fake_set(struct __test_metadata *_metadata, const char *dir,
 		fake_put(_metadata, dir, rel, content);
 }
 
-/* A clock page file at path: the n bytes of p, the rest of its 4096 zero. */
-static inline void fake_page_write(struct __test_metadata *_metadata, const char *path,
-				   const void *p, size_t n)
+/* page as the module would publish it, a clock page file at path (the rest of its 4096 zero). */
+static inline void fake_page_publish(struct __test_metadata *_metadata, const char *path,
+				     const struct tscfk_clock_page *page)
 {
 	char buf[4096] = { 0 };
 	int fd = open(path, O_WRONLY | O_CREAT, 0644);
 
 	ASSERT_LE(0, fd);
-	ASSERT_GE(sizeof(buf), n);
-	memcpy(buf, p, n);
+	memcpy(buf, page, sizeof(*page));
 	ASSERT_EQ((ssize_t)sizeof(buf), pwrite(fd, buf, sizeof(buf), 0));
 	close(fd);
 }

@@ -35,13 +35,6 @@ FIXTURE(page) {
 	struct tscfk_clock_page p;
 };
 
-/* Write the page as the module would; the library's mapping sees it. */
-static void publish(struct __test_metadata *_metadata, const char *path,
-		    const struct tscfk_clock_page *p)
-{
-	fake_page_write(_metadata, path, p, sizeof(*p));
-}
-
 /*
  * A page whose MONOTONIC is tsc_now()'s: mult the clock's ns fraction,
  * no frac, mono_off the clock's with the sign the page's sum wants; the
@@ -68,7 +61,7 @@ FIXTURE_SETUP(page)
 	};
 	self->p.real_off = self->p.mono_off + 1000000000;
 	self->p.boot_off = self->p.mono_off + 60000000000;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 }
 
 FIXTURE_TEARDOWN(page)
@@ -112,7 +105,7 @@ TEST_F(page, the_pages_time)
 	/* The page changes under the clock: the readers follow it. */
 	self->p.mono_off += 5000000000;
 	self->p.seq += 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	{
 		uint64_t a = tsc_now_ordered(&self->clk) + 5000000000;
 		uint64_t m = tsc_sysclock_monotonic(&c);
@@ -135,7 +128,7 @@ TEST_F(page, readings_before_cycle_last)
 
 	self->p.cycle_last = tsc_ticks_unordered() + (1ull << 40);
 	self->p.frac = 0xffffffffffffffffull;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, init(&c, self->dir));
 	real = (struct tscfk_clock_map){ 0, self->p.mult, self->p.frac, self->p.real_off };
 	want = tscfk_clock_ns(&real, self->p.cycle_last, 0);
@@ -155,7 +148,7 @@ TEST_F(page, whole_ns_per_tick)
 	struct tscfk_clock_map map;
 
 	self->p.mult_ns = 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, init(&c, self->dir));
 	map = (struct tscfk_clock_map){ 2, self->p.mult, self->p.frac, self->p.mono_off };
 	t0 = tsc_rdtsc_ordered();
@@ -206,7 +199,7 @@ TEST_F(page, stale_past_max_cycles)
 		/* Seconds of the TSC at any rate: no preemption makes a fresh page stale. */
 		self->p.max_cycles = 1ull << 34;
 		self->p.cycle_last = tsc_ticks_unordered() - (1ull << 35);
-		publish(_metadata, self->path, &self->p);
+		fake_page_publish(_metadata, self->path, &self->p);
 		ASSERT_EQ(0, init(&c, self->dir)) TH_LOG("%s", tsc_last_error());
 		EXPECT_EQ(1ull << 34, c.max_delta);
 		EXPECT_TRUE(reads_realtime(&c)) TH_LOG("mult_ns %u: the stale page was read", mult_ns);
@@ -214,7 +207,7 @@ TEST_F(page, stale_past_max_cycles)
 		/* Moved on: the page again. */
 		self->p.cycle_last = tsc_ticks_unordered() - (1ull << 20);
 		self->p.seq += 2;
-		publish(_metadata, self->path, &self->p);
+		fake_page_publish(_metadata, self->path, &self->p);
 		EXPECT_FALSE(reads_realtime(&c)) TH_LOG("mult_ns %u: a fresh page was not read", mult_ns);
 	}
 }
@@ -234,18 +227,18 @@ TEST_F(page, stale_on_a_version_1_page)
 	self->p.max_cycles = 1;		/* not there in layout 1: ignored */
 	self->p.kernel_mult = mult;
 	self->p.cycle_last = tsc_ticks_unordered() - 2 * bound;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, init(&c, self->dir)) TH_LOG("%s", tsc_last_error());
 	EXPECT_EQ(bound, c.max_delta);
 	EXPECT_TRUE(reads_realtime(&c));
 	self->p.cycle_last = tsc_ticks_unordered() - bound / 2;
 	self->p.seq += 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	EXPECT_FALSE(reads_realtime(&c));
 	/* No mult either: no bound but the one that tells readings before cycle_last. */
 	self->p.kernel_mult = 0;
 	self->p.cycle_last = 0;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, init(&c, self->dir));
 	EXPECT_EQ(INT64_MAX, c.max_delta);
 	EXPECT_FALSE(reads_realtime(&c));
@@ -287,7 +280,7 @@ TEST_F(page, the_systems_page_by_evidence)
 	/* Not readable now (another clocksource): the offsets file's word. */
 	self->p.flags = 0;
 	self->p.seq = 5;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, tsc_sysclock_init(&c, NULL));
 	EXPECT_NE(NULL, strstr(c.why, "do not read the TSC")) TH_LOG("%s", c.why);
 	ASSERT_EQ(0, unsetenv("TSC_SYSFS_ROOT"));
@@ -300,7 +293,7 @@ TEST_F(page, not_to_be_used)
 
 	self->p.flags = 0;
 	self->p.seq = 3;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, init(&c, self->dir));
 	EXPECT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
 	EXPECT_NE(NULL, strstr(c.why, "do not read the TSC")) TH_LOG("%s", c.why);
@@ -308,7 +301,7 @@ TEST_F(page, not_to_be_used)
 	/* ... and back: the same clock takes the fast path again. */
 	self->p.flags = TSCFK_CLOCK_TSC;
 	self->p.seq = 4;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	expect_page_time(_metadata, &c, &self->clk);
 }
 
@@ -325,22 +318,22 @@ TEST_F(page, rate)
 
 	self->p.cycle_interval = 2600002;
 	self->p.ntp_tick = 1000000ull << 32;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, init(&c, self->dir));
 	ASSERT_EQ(0, tsc_sysclock_rate(&c, &mhz)) TH_LOG("%s", tsc_last_error());
 	EXPECT_EQ(2600002000000ull, mhz);
 	self->p.ntp_tick = (1000000ull - 10) << 32;
 	self->p.seq += 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, tsc_sysclock_rate(&c, &mhz));
 	EXPECT_EQ(2600028000280ull, mhz);
 	self->p.ntp_tick = 0;
 	self->p.seq += 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	EXPECT_EQ(-ERANGE, tsc_sysclock_rate(&c, &mhz));
 	self->p.flags = 0;
 	self->p.seq += 1;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	EXPECT_EQ(-ENODATA, tsc_sysclock_rate(&c, &mhz));
 	EXPECT_NE(NULL, strstr(tsc_last_error(), "do not read the TSC")) TH_LOG("%s", tsc_last_error());
 	{
@@ -358,7 +351,7 @@ TEST_F(page, a_write_that_never_ends)
 
 	ASSERT_EQ(0, init(&c, self->dir));
 	self->p.seq = 5;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	t0 = now(CLOCK_MONOTONIC);
 	expect_syscall_time(_metadata, &c);
 	EXPECT_GT(now(CLOCK_MONOTONIC) - t0, 0);
@@ -397,13 +390,13 @@ TEST_F(page, a_reloaded_module)
 	ASSERT_EQ(0, init(&c, self->dir));
 	self->p.flags = TSCFK_CLOCK_GONE;
 	self->p.seq = 9;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	expect_syscall_time(_metadata, &c);
 	/* A new module: a new file where the old one was. */
 	ASSERT_EQ(0, unlink(self->path));
 	self->p.flags = TSCFK_CLOCK_TSC;
 	self->p.seq = 2;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, init(&d, self->dir));
 	EXPECT_EQ(TSC_SYSCLOCK_KERNEL, d.path);
 	expect_page_time(_metadata, &d, &self->clk);
@@ -436,7 +429,7 @@ TEST_F(page, stale_and_ahead_holds_monotonic_within_its_limit)
 	self->p.mono_off = mono - base;
 	self->p.real_off = real - base;
 	self->p.boot_off = now(CLOCK_BOOTTIME) + 1000000000 - base;
-	publish(_metadata, self->path, &self->p);
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, init(&c, self->dir)) TH_LOG("%s", tsc_last_error());
 	ASSERT_EQ(bound, c.max_delta);
 	/* Held where the system's is still below the page's value at its bound. */
