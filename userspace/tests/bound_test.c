@@ -37,6 +37,8 @@ static uint64_t now(clockid_t id)
 static struct {
 	pthread_mutex_t lock;
 	int state, status, fail;
+	unsigned int delay_us;	/* each call takes this long (a refresh held up) */
+	int inside;		/* a call is under way */
 	long maxerror_us, esterror_us, pll_offset, adjtime_us;
 	uint64_t set_at;	/* MONOTONIC when maxerror was set */
 	unsigned int calls;
@@ -67,6 +69,11 @@ static int fake_adjtimex(struct timex *tx)
 	uint64_t m = now(CLOCK_MONOTONIC);
 
 	__atomic_fetch_add(&kern.calls, 1, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&kern.delay_us, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&kern.inside, 1, __ATOMIC_RELEASE);
+		usleep(kern.delay_us);
+		__atomic_store_n(&kern.inside, 0, __ATOMIC_RELEASE);
+	}
 	if (kern.fail) {
 		errno = EPERM;
 		return -1;
@@ -109,6 +116,7 @@ FIXTURE_SETUP(bound)
 	fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/clock_page", "");
 	fake_page_publish(_metadata, self->path, &self->p);
 	kern.fail = 0;
+	kern.delay_us = 0;
 	kern.state = TIME_OK;
 	kern.esterror_us = 40;
 	kern.pll_offset = 0;
@@ -306,6 +314,47 @@ TEST_F(bound, never_under_the_kernels_maxerror)
 		reads++;
 	}
 	EXPECT_LT(1000u, reads);
+}
+
+static int terms_err;
+
+static void *terms_now(void *arg)
+{
+	TSC_BOUND_TERMS(t);
+
+	terms_err = tsc_sysclock_bound_terms(arg, &t);
+	return NULL;
+}
+
+/*
+ * A refresh held up (another thread inside adjtimex() for 2.5 s): the
+ * others read on from the state as it was, its bound grown, and say it
+ * is stale once it is 2 s old.
+ */
+TEST_F(bound, a_refresh_held_up_is_stale)
+{
+	struct tsc_time_bound b, first;
+	pthread_t th;
+
+	read_checked(_metadata, &first, &self->c, &self->clk, &self->p);
+	EXPECT_FALSE(first.flags & TSC_BOUND_STALE);
+	usleep(1100000);
+	kern.delay_us = 2500000;
+	ASSERT_EQ(0, pthread_create(&th, NULL, terms_now, &self->c));
+	for (int i = 0; i < 1000 && !__atomic_load_n(&kern.inside, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
+	ASSERT_TRUE(__atomic_load_n(&kern.inside, __ATOMIC_ACQUIRE));
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_FALSE(b.flags & TSC_BOUND_STALE) TH_LOG("1.1 s old: not yet");
+	usleep(1000000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_TRUE(b.flags & TSC_BOUND_STALE) TH_LOG("2.1 s old: flags %#x", b.flags);
+	EXPECT_LE(first.latest - first.now + 1000000, b.latest - b.now) TH_LOG("grown 500 ppm of 2 s");
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	EXPECT_EQ(0, terms_err);
+	kern.delay_us = 0;
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_FALSE(b.flags & TSC_BOUND_STALE) TH_LOG("refreshed: flags %#x", b.flags);
 }
 
 /* Unsynchronised or not readable: [0, UINT64_MAX], flagged. */
