@@ -209,8 +209,7 @@ DEBUG_VM = scripts/vm/run-in-vm.sh --image $(1)/arch/x86/boot/bzImage --mem 2048
 	--boot-timeout 600 --append "$(DEBUG_APPEND)" --errors-on-console --env TSCFK_MARGIN_MS
 export TSCFK_MARGIN_MS
 vm-debug-kasan: TSCFK_MARGIN_MS = 9000
-DEBUG_SKIP := scaling_test clients_test libtsc_test sysclock_exact_test tsc_report_test tsc_jitter_test \
-	tsc_coreclock_test tsc_interference_test jitter_causes_test
+DEBUG_SKIP := scaling_test libtsc_test sysclock_exact_test $(USERSPACE_TESTS)
 vm-debug: $(DEBUG_RUNS)
 
 # make check builds the debug kernels (when not cached: 4-6 minutes each)
