@@ -77,10 +77,6 @@ static seqcount_t snap_seq = SEQCNT_ZERO(snap_seq);
 #define SNAPSHOT_MAX_NS		(10 * NSEC_PER_MSEC)
 #define SNAPSHOT_MIN_TRIES	1000
 
-/* What changes the page's generation besides the kernel's was_set. */
-static const struct clocksource *last_clock;
-static ktime_t last_offs_boot;
-
 static void state_of(struct tscfk_clock_state *s, const struct timekeeper *tk)
 {
 	s->cycle_last = tk->tkr_mono.cycle_last;
@@ -140,10 +136,8 @@ static int gtod_notify(struct notifier_block *nb, unsigned long was_set,
 
 	state_of(&s, tk);
 	write_begin();
-	if (was_set || clock != last_clock || tk->offs_boot != last_offs_boot)
+	if (tscfk_clock_events_note(tk) || was_set)
 		cp->generation++;
-	last_clock = clock;
-	last_offs_boot = tk->offs_boot;
 	if (clock->vdso_clock_mode == VDSO_CLOCKMODE_TSC &&
 	    !tscfk_clock_page_fill(cp, &s))
 		flags |= TSCFK_CLOCK_TSC;

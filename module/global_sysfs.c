@@ -115,6 +115,9 @@ static struct attribute *global_attrs[] = {
 	&dev_attr_monotonic_vs_reference.attr,
 	&dev_attr_remeasure.attr,
 	&tscfk_timekeeper_freq_attr.attr,
+	&tscfk_clock_steps_attr.attr,
+	&tscfk_clock_resumes_attr.attr,
+	&tscfk_clocksource_changes_attr.attr,
 	NULL
 };
 

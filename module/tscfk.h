@@ -106,6 +106,13 @@ void tscfk_clock_page_exit(void);
 extern struct bin_attribute tscfk_clock_page_attr;
 extern struct device_attribute tscfk_timekeeper_freq_attr;
 
+/* clock_events.c: steps, resumes and clocksource changes, counted. */
+struct timekeeper;
+bool tscfk_clock_events_note(const struct timekeeper *tk);
+extern struct device_attribute tscfk_clock_steps_attr;
+extern struct device_attribute tscfk_clock_resumes_attr;
+extern struct device_attribute tscfk_clocksource_changes_attr;
+
 /* global_sysfs.c: /sys/devices/system/cpu/tsc/. */
 int tscfk_global_sysfs_init(struct device *cpu_root);
 void tscfk_global_sysfs_exit(struct device *cpu_root);

@@ -63,6 +63,8 @@ printf "%-22s%s\n" "Monotonic vs cpu$ref" "$(yesno $tsc/monotonic_vs_reference)"
 echo "Longest IRQ-off       $(val $tsc/max_irqoff_ns) ns (bound $(val /sys/module/tsc_freq_khz/parameters/irqoff_max_us) us)"
 awk -v w="$(val $tsc/last_measured_ns)" \
 	'BEGIN { printf "Last measured at      %.3f s of CLOCK_MONOTONIC\n", w / 1e9 }'
+echo "Clock disruptions     $(val $tsc/clock_steps) steps, $(val $tsc/clock_resumes) resumes," \
+	"$(val $tsc/clocksource_changes) clocksource changes since the load"
 
 # The verdict: can timestamps taken on different CPUs be compared?
 why=()

@@ -364,6 +364,7 @@ static void other_clocksource(char *other, size_t size)
 TEST_F(module, generation_follows_a_step)
 {
 	const volatile struct tscfk_clock_page *p;
+	CLOCK_EVENTS(events);
 	uint32_t gen;
 	uint64_t mono_off;
 	int64_t moved;
@@ -379,6 +380,9 @@ TEST_F(module, generation_follows_a_step)
 	 * A step of CLOCK_REALTIME by +1 s: a new generation, and where the
 	 * page holds the mapping, REALTIME's offset moves and MONOTONIC's not.
 	 */
+	READ_CLOCK_EVENTS(events);
+	/* Loaded just now: nothing counted yet, its own first update included. */
+	EXPECT_EQ(0, events[0] + events[1] + events[2]);
 	tsc = page_read(p, REAL, &ns, &flags);
 	gen = p->generation;
 	mono_off = p->mono_off;
@@ -398,6 +402,8 @@ TEST_F(module, generation_follows_a_step)
 	ASSERT_EQ(0, clock_gettime(CLOCK_REALTIME, &ts));
 	ts.tv_sec -= 1;
 	ASSERT_EQ(0, clock_settime(CLOCK_REALTIME, &ts));
+	/* Two steps, counted as such. */
+	ASSERT_CLOCK_EVENTS(events, 2, 0, 0);
 	munmap((void *)p, PAGE);
 }
 
@@ -408,6 +414,7 @@ TEST_F(module, generation_follows_a_step)
 TEST_F(module, tai_follows_the_kernels_offset)
 {
 	const volatile struct tscfk_clock_page *p;
+	CLOCK_EVENTS(events);
 	struct timex tx = { 0 };
 	uint16_t flags;
 	uint64_t ns;
@@ -416,6 +423,7 @@ TEST_F(module, tai_follows_the_kernels_offset)
 	ASSERT_EQ(0, module_load(""));
 	p = map_page(_metadata);
 	ASSERT_NE(NULL, p);
+	READ_CLOCK_EVENTS(events);
 	ASSERT_LE(0, adjtimex(&tx)) TH_LOG("%s", strerror(errno));
 	was = tx.tai;
 	tx = (struct timex){ .modes = ADJ_TAI, .constant = was + 37 };
@@ -428,6 +436,8 @@ TEST_F(module, tai_follows_the_kernels_offset)
 	}
 	tx = (struct timex){ .modes = ADJ_TAI, .constant = was };
 	EXPECT_LE(0, adjtimex(&tx));
+	/* The kernel calls its clock set; no reading of REALTIME changed. */
+	ASSERT_CLOCK_EVENTS(events, 0, 0, 0);
 	munmap((void *)p, PAGE);
 }
 
@@ -435,6 +445,7 @@ TEST_F(module, tai_follows_the_kernels_offset)
 TEST_F(module, generation_follows_a_clocksource_switch)
 {
 	const volatile struct tscfk_clock_page *p;
+	CLOCK_EVENTS(events);
 	char other[32];
 	uint16_t flags;
 	uint32_t gen;
@@ -448,6 +459,7 @@ TEST_F(module, generation_follows_a_clocksource_switch)
 		munmap((void *)p, PAGE);
 		SKIP(return, "the clocksource is not tsc, or there is no other: no switch to make");
 	}
+	READ_CLOCK_EVENTS(events);
 	gen = p->generation;
 	ASSERT_LT(0, write_file(CS_DIR "current_clocksource", other, strlen(other)));
 	EXPECT_EQ(0, page_read(p, MONO, &ns, &flags)) TH_LOG("on %s", other);
@@ -457,6 +469,7 @@ TEST_F(module, generation_follows_a_clocksource_switch)
 	EXPECT_EQ(1, page_read(p, MONO, &ns, &flags));
 	EXPECT_NE(gen, p->generation);
 	EXPECT_EQ(0, violations(_metadata, p, MONO, 1000));
+	ASSERT_CLOCK_EVENTS(events, 0, 0, 2);
 	munmap((void *)p, PAGE);
 }
 

@@ -17,7 +17,8 @@ static const char * const global_ro[] = {
 	"unstable", "constant_tsc", "nonstop_tsc", "tsc_known_freq",
 	"tsc_reliable", "tsc_adjust", "reference_cpu", "generation",
 	"last_measured_ns", "max_irqoff_ns", "max_skew_ticks", "monotonic_vs_reference",
-	"timekeeper_freq_millihz", "clock_page",
+	"timekeeper_freq_millihz", "clock_page", "clock_steps", "clock_resumes",
+	"clocksource_changes",
 };
 
 static const char * const per_cpu_ro[] = {

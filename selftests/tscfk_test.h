@@ -98,6 +98,22 @@ static inline int read_u64(const char *path, uint64_t *val)
 	ASSERT_EQ(0, __err) TH_LOG("%s: %s", path, strerror(-__err));	\
 	__v; })
 
+/* The module's counts of the clocks' disruptions, by cause. */
+#define CLOCK_EVENTS(var) uint64_t var[3]
+#define READ_CLOCK_EVENTS(var) do {					\
+	(var)[0] = READ_U64(TSC_DIR "/clock_steps");			\
+	(var)[1] = READ_U64(TSC_DIR "/clock_resumes");			\
+	(var)[2] = READ_U64(TSC_DIR "/clocksource_changes");		\
+} while (0)
+/* What happened since events b were read: steps, resumes, changes; aborts otherwise. */
+#define ASSERT_CLOCK_EVENTS(b, steps, resumes, changes) do {		\
+	CLOCK_EVENTS(__a);						\
+	READ_CLOCK_EVENTS(__a);						\
+	ASSERT_EQ((uint64_t)(steps), __a[0] - (b)[0]) TH_LOG("clock_steps");		\
+	ASSERT_EQ((uint64_t)(resumes), __a[1] - (b)[1]) TH_LOG("clock_resumes");	\
+	ASSERT_EQ((uint64_t)(changes), __a[2] - (b)[2]) TH_LOG("clocksource_changes");	\
+} while (0)
+
 /* One write(2) of len bytes: bytes written, or -errno. */
 static inline ssize_t write_file(const char *path, const void *data,
 				 size_t len)
