@@ -54,6 +54,21 @@ static int put(const char *path, const char *value)
 	return n < 0 ? (int)n : 0;
 }
 
+/* The module's count in tsc/NAME (clock_steps, clock_resumes). */
+static unsigned long long module_count(const char *name)
+{
+	char path[128], buf[32] = "";
+	int fd;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/tsc/%s", name);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) <= 0)
+		buf[0] = 0;
+	if (fd >= 0)
+		close(fd);
+	return buf[0] ? strtoull(buf, NULL, 10) : ~0ull;
+}
+
 static bool offers(const char *path, const char *word)
 {
 	char buf[256] = "";
@@ -265,7 +280,10 @@ static uint64_t asleep_since_boot(void)
 TEST_F(suspend, exact_across_it)
 {
 	TSC_SYSCLOCK(s);
+	TSC_BOUND_TERMS(t0);
+	TSC_BOUND_TERMS(t1);
 	struct sampler sm = { .s = &s };
+	unsigned long long steps, resumes;
 	uint64_t asleep0, before[3], after[3], now[3];
 	int64_t asleep;
 	const char *step;
@@ -282,6 +300,10 @@ TEST_F(suspend, exact_across_it)
 	if (s.path != TSC_SYSCLOCK_KERNEL)
 		SKIP(return, "%s", s.why);
 	gen = s.page->generation;
+	steps = module_count("clock_steps");
+	resumes = module_count("clock_resumes");
+	ASSERT_NE(~0ull, resumes) TH_LOG("no tsc/clock_resumes");
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&s, &t0));
 	asleep0 = asleep_since_boot();
 	n = suspends();
 	ASSERT_EQ(0, pthread_create(&t, NULL, sample, &sm));
@@ -297,6 +319,7 @@ TEST_F(suspend, exact_across_it)
 	atomic_store(&sm.stop, true);
 	pthread_join(t, NULL);
 	ASSERT_EQ(0, err) TH_LOG("%s: %s", step, strerror(-err));
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&s, &t1));
 	/* Two clock_gettime() calls: a few ns either way if none. */
 	asleep = (int64_t)(asleep_since_boot() - asleep0);
 
@@ -319,13 +342,24 @@ TEST_F(suspend, exact_across_it)
 		EXPECT_EQ(n + 1, suspends());
 	EXPECT_LE(asleep, (int64_t)(after[SYSCLOCK_BOOT] - before[SYSCLOCK_BOOT]));
 	if (variant->rtc || llabs(asleep) > MISSED_NS) {
-		/* The timekeeper was suspended and resumed: the page followed. */
+		/*
+		 * The timekeeper was suspended and resumed: the page followed;
+		 * the module and the library each counted one resume, and
+		 * no step (REALTIME and BOOTTIME both counted the time asleep).
+		 */
 		EXPECT_LE(500000000, asleep);
 		EXPECT_NE(gen, s.page->generation);
+		EXPECT_EQ(resumes + 1, module_count("clock_resumes"));
+		EXPECT_EQ(steps, module_count("clock_steps"));
+		EXPECT_EQ(t0.by_cause[TSC_DISRUPTION_RESUME] + 1, t1.by_cause[TSC_DISRUPTION_RESUME]);
+		EXPECT_EQ(t0.by_cause[TSC_DISRUPTION_STEP], t1.by_cause[TSC_DISRUPTION_STEP]);
+		EXPECT_TRUE(t1.flags & TSC_BOUND_DISRUPTED);
 	} else {
 		/* It ran on through an s2idle without a tick to freeze. */
 		TH_LOG("the kernel kept its clocks running through the suspend to idle");
 		EXPECT_LE(1000000000ull, after[SYSCLOCK_MONO] - before[SYSCLOCK_MONO]);
+		EXPECT_EQ(resumes, module_count("clock_resumes"));
+		EXPECT_EQ(t0.by_cause[TSC_DISRUPTION_RESUME], t1.by_cause[TSC_DISRUPTION_RESUME]);
 	}
 	/* Still the TSC: the flags change only with the clocksource. */
 	EXPECT_EQ(TSC_TIMEPAGE_TSC, s.page->flags);

@@ -99,6 +99,9 @@ struct tsc_time_opts {
 	bool helper;
 	unsigned char tsc__reserved_1_3[6];	/* zero: see struct tsc_sysclock_opts */
 	size_t :0;		/* later fields start here: see struct tsc_opts */
+	bool adjtimex_allowed;	/* as in struct tsc_sysclock_opts (1.4) */
+	unsigned char tsc__reserved_1_4[7];	/* zero */
+	size_t :0;		/* and here */
 };
 
 /* Set the clock up now, as opts says (NULL: the default); 0 or a negative errno. */
@@ -470,6 +473,20 @@ struct tsc_sysclock_opts {
 	 * byte there for a field it does not know (EINVAL).  Always zero.
 	 */
 	unsigned char tsc__reserved_1_2[3];
+	size_t :0;		/* and here */
+	/*
+	 * This process may call adjtimex() to read the kernel's NTP state:
+	 * it has no seccomp filter, or its filter allows the call (1.4).
+	 * Otherwise libtsc calls it only where no filter is on the process,
+	 * as a filter may kill the process for it (systemd's
+	 * SystemCallFilter= and ProtectClock= refuse it): the bounded read
+	 * then says TSC_BOUND_UNSYNCED, and a disciplined clock takes its
+	 * rate from MONOTONIC alone.  From the call that sets it on, for
+	 * the clocks set up from then on, on threads with as many seccomp
+	 * filters as the caller's (one added since may forbid the call).
+	 */
+	bool adjtimex_allowed;
+	unsigned char tsc__reserved_1_4[7];	/* zero */
 	size_t :0;		/* and here */
 };
 

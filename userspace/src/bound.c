@@ -90,7 +90,7 @@ void tsc__ntp_read(struct tsc__ntp *n)
 #ifdef TSC__TEST_HOOKS
 	if (!tsc__test_adjtimex)
 #endif
-	if (tsc__seccomp_filtered())
+	if (!tsc__adjtimex_callable())
 		return;
 	if (call_adjtimex(&ss) < 0)
 		return;
@@ -149,7 +149,7 @@ struct shot {
 	uint64_t t;		/* TSC, on the page */
 	double ns_per_tick;	/* the page's */
 	uint64_t mono;		/* MONOTONIC at the refresh */
-	int64_t real_mono;	/* REALTIME - MONOTONIC (a step moves it) */
+	int64_t real_mono;	/* REALTIME - MONOTONIC (a step or a resume moves it) */
 	int64_t boot_mono;	/* BOOTTIME - MONOTONIC (a resume does) */
 	uint64_t width;		/* how far those may be off: the samples' bracket */
 	long maxerror_us;	/* the kernel's, as read; -1 if it could not be */
@@ -425,7 +425,13 @@ static void judge(struct state *s, struct shot *k)
 		 */
 		path = o->on_page != k->on_page;
 		if (!path && (!k->on_page || o->generation != k->generation)) {
-			step = moved(k->real_mono, o->real_mono, slack);
+			/*
+			 * A resume moves REALTIME and BOOTTIME against
+			 * MONOTONIC alike, by the time asleep; only a step
+			 * moves REALTIME against BOOTTIME.
+			 */
+			step = moved(k->real_mono - k->boot_mono, o->real_mono - o->boot_mono,
+				     slack);
 			resume = moved(k->boot_mono, o->boot_mono, slack);
 		}
 	}

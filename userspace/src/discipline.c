@@ -760,29 +760,63 @@ double tsc__discipline_kernel_rate(const struct timex *tx, long adjtime_us, long
 }
 
 /*
- * Whether a seccomp filter is on this process (or it cannot be told):
- * then the filter may kill it for adjtimex(), which most sandboxes do not
- * allow (systemd's @system-service).  A filter is never taken off.
- * System calls only that every filter allows: a reader's sync asks.
+ * The caller's word that its seccomp filters allow adjtimex(): how many
+ * filters the thread that gave it had, plus one (0: no word).  It holds
+ * on a thread with as many: one added since (a lockdown after set-up)
+ * may forbid the call, and is not taken for allowed.
  */
-bool tsc__seccomp_filtered(void)
+static int allowed_filters;
+
+/*
+ * The calling thread's seccomp mode and number of filters (-1: not
+ * shown, before Linux 5.9), from its status; false if it cannot be told.
+ * A filter may kill the process for adjtimex(), which most sandboxes do
+ * not allow (systemd's @system-service), and is never taken off.  System
+ * calls only that every filter allows: a reader's sync asks, maybe in a
+ * signal handler.
+ */
+static bool thread_seccomp(int *mode, int *filters)
 {
 	char buf[4096];
 	size_t len = 0;
 	ssize_t n;
 	const char *f;
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
 	if (fd < 0)
-		return true;
+		return false;
 	while (len < sizeof(buf) - 1 &&
 	       (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
 		len += (size_t)n;
 	close(fd);
 	buf[len] = '\0';
-	f = strstr(buf, "\nSeccomp:\t");
+	*mode = 0;
+	*filters = -1;
 	/* No such line: a kernel without seccomp. */
-	return f ? f[10] != '0' : len == 0;
+	f = strstr(buf, "\nSeccomp:\t");
+	if (f)
+		*mode = f[10] - '0';
+	f = strstr(buf, "\nSeccomp_filters:\t");
+	if (f)
+		*filters = (int)strtol(f + 18, NULL, 10);
+	return len > 0;
+}
+
+void tsc__adjtimex_allow(void)
+{
+	int mode, filters;
+
+	if (thread_seccomp(&mode, &filters) && filters >= 0)
+		__atomic_store_n(&allowed_filters, filters + 1, __ATOMIC_RELAXED);
+}
+
+bool tsc__adjtimex_callable(void)
+{
+	int mode, filters, allowed = __atomic_load_n(&allowed_filters, __ATOMIC_RELAXED);
+
+	if (!thread_seccomp(&mode, &filters))
+		return false;
+	return mode == 0 || (allowed && filters == allowed - 1);
 }
 
 /*
@@ -796,7 +830,7 @@ static double kernel_rate(struct tsc__discipline *d)
 	struct timex tx = { .modes = ADJ_OFFSET_SS_READ }, pll = { .modes = 0 };
 	long adjtime_us;
 
-	if (d->no_adjtimex || (d->no_adjtimex = tsc__seccomp_filtered()))
+	if (d->no_adjtimex || (d->no_adjtimex = !tsc__adjtimex_callable()))
 		return 0;
 	if (adjtimex(&tx) < 0)
 		return 0;

@@ -144,6 +144,8 @@ int tsc_time_setup(const struct tsc_time_opts *opts)
 		o.helper = TSC__OPT(opts, struct tsc_time_opts, helper);
 		if (o.exact_or_syscall && o.helper)
 			return tsc__fail(-EINVAL, "exact_or_syscall and helper: a helper disciplines a clock that exact_or_syscall refuses");
+		if (TSC__OPT(opts, struct tsc_time_opts, adjtimex_allowed))
+			tsc__adjtimex_allow();
 	}
 	/* Not a reader: this waits for a set-up under way on another thread. */
 	pthread_mutex_lock(&clk.lock);

@@ -171,10 +171,13 @@ extern int (*tsc__test_adjtimex)(struct timex *tx);
 /* ... and REALTIME stepped by this much, as the bounded readers' slow path reads it. */
 extern int64_t tsc__test_realtime_step_ns;
 /*
- * discipline.c: whether a seccomp filter is on this process (or it cannot
- * be told), which may kill it for adjtimex().
+ * discipline.c: whether this thread may call adjtimex(): no seccomp
+ * filter is on it (a filter may kill the process for the call), or the
+ * caller said its filters allow the call (the options' adjtimex_allowed,
+ * which tsc__adjtimex_allow() records) and the thread has as many.
  */
-bool tsc__seccomp_filtered(void);
+bool tsc__adjtimex_callable(void);
+void tsc__adjtimex_allow(void);
 
 /* The disciplined system clock (discipline.c). */
 struct tsc__discipline;

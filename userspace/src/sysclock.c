@@ -574,6 +574,8 @@ int tsc_sysclock_init(struct tsc_sysclock *c, const struct tsc_sysclock_opts *op
 						   (int)disc));
 		order = TSC__OPT(opts, struct tsc_sysclock_opts, order);
 		inherit = TSC__OPT(opts, struct tsc_sysclock_opts, helper_inherit);
+		if (TSC__OPT(opts, struct tsc_sysclock_opts, adjtimex_allowed))
+			tsc__adjtimex_allow();
 	}
 	sz = c->sz;
 	memset(&c->hot_reserved32, 0, (sz < sizeof(*c) ? sz : sizeof(*c)) -

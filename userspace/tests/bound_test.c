@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fake_sysfs.h"
+#include "seccomp_filter.h"
 #include "internal.h"
 #include "tsc_clock_page.h"
 
@@ -385,6 +386,69 @@ TEST(unreadable_ntp_state_is_unbounded)
 	tsc__test_adjtimex = NULL;
 }
 
+/* Whether this process started under a seccomp filter (a container's): the tests below need none. */
+static bool filtered_already(void)
+{
+	char buf[4096] = "";
+	int fd = open("/proc/self/status", O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+	if (fd >= 0)
+		close(fd);
+	return n <= 0 || !strstr(buf, "\nSeccomp:\t0\n");
+}
+
+/*
+ * Under a seccomp filter (this test's process only: the harness forks
+ * each), adjtimex() is called only once the caller says the filter
+ * allows it, through either options struct; until then the NTP state is
+ * unknown, so the bound is.  A filter added after the word is not taken
+ * for allowed.
+ */
+TEST(a_seccomp_filter_needs_the_callers_word)
+{
+	TSC_SYSCLOCK(c);
+	TSC_SYSCLOCK_OPTS(plain, .sysfs_root = "/nonexistent");
+	TSC_SYSCLOCK_OPTS(o, .sysfs_root = "/nonexistent", .adjtimex_allowed = true);
+	struct tsc_time_bound b;
+	struct tsc__ntp n;
+
+	if (filtered_already())
+		SKIP(return, "this process started under a seccomp filter: none to add and compare");
+	tsc__ntp_read(&n);
+	ASSERT_TRUE(n.known) TH_LOG("no filter yet: adjtimex() is called");
+	ASSERT_EQ(0, seccomp_filter_adjtimex(SECCOMP_RET_ALLOW));
+	tsc__ntp_read(&n);
+	EXPECT_FALSE(n.known) TH_LOG("a filter, and no word: not called");
+	ASSERT_EQ(0, tsc_sysclock_init(&c, &plain));
+	tsc_sysclock_realtime_bounded(&c, &b);
+	EXPECT_TRUE(b.flags & TSC_BOUND_UNSYNCED);
+	tsc__ntp_read(&n);
+	EXPECT_FALSE(n.known) TH_LOG("options without the word: still not called");
+	ASSERT_EQ(0, tsc_sysclock_init(&c, &o));
+	tsc__ntp_read(&n);
+	EXPECT_TRUE(n.known) TH_LOG("the caller's word: called");
+	ASSERT_EQ(0, seccomp_filter_adjtimex(SECCOMP_RET_ALLOW));
+	tsc__ntp_read(&n);
+	EXPECT_FALSE(n.known) TH_LOG("a filter added after the word: not called");
+	tsc_sysclock_fini(&c);
+}
+
+TEST(a_seccomp_filter_needs_the_callers_word_front_door)
+{
+	TSC_TIME_OPTS(o, .adjtimex_allowed = true);
+	struct tsc__ntp n;
+
+	if (filtered_already())
+		SKIP(return, "this process started under a seccomp filter: none to add and compare");
+	ASSERT_EQ(0, seccomp_filter_adjtimex(SECCOMP_RET_ALLOW));
+	tsc__ntp_read(&n);
+	EXPECT_FALSE(n.known);
+	ASSERT_EQ(0, tsc_time_setup(&o)) TH_LOG("%s", tsc_last_error());
+	tsc__ntp_read(&n);
+	EXPECT_TRUE(n.known);
+}
+
 /* The module's skew bound, with every online CPU measured; unknown otherwise. */
 TEST_F(bound, the_cpus_skew)
 {
@@ -487,8 +551,9 @@ TEST_F(bound, disruptions_on_the_page)
 		ASSERT_EQ(3u, b.disruptions) TH_LOG("one step counted again");
 	}
 
-	/* A resume: BOOTTIME moved against MONOTONIC. */
+	/* A resume: REALTIME and BOOTTIME moved against MONOTONIC, not against each other. */
 	self->p.generation++;
+	self->p.real_off += 3000000000;
 	self->p.boot_off += 3000000000;
 	self->p.seq += 2;
 	fake_page_publish(_metadata, self->path, &self->p);

@@ -13,21 +13,17 @@
  * adjtimex() it syncs without it.
  */
 #include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fake_sysfs.h"
+#include "seccomp_filter.h"
 #include "internal.h"
 #include "tsc_clock_page.h"
 
@@ -373,29 +369,6 @@ TEST_F(disc, until_the_kernel_withdraws_tsc)
 }
 
 /*
- * A seccomp filter that kills the process for adjtimex() and
- * clock_adjtime(), as systemd's SystemCallFilter=@system-service does.
- */
-static int forbid_adjtimex(void)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_adjtimex, 1, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clock_adjtime, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
-
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		return -errno;
-	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -errno : 0;
-}
-
-/*
  * Under a filter that kills for adjtimex() (the rate from the kernel's
  * NTP state needs it), the clock still syncs, at the rate it measures:
  * the library looks for a filter before each call.
@@ -410,7 +383,7 @@ TEST_F(disc, a_sandbox_that_forbids_adjtimex)
 		TSC_SYSCLOCK(c);
 		int synced = 0;
 
-		if (forbid_adjtimex())
+		if (seccomp_filter_adjtimex(SECCOMP_RET_KILL_PROCESS))
 			_exit(2);
 		if (init(&c, self->dir, TSC_DISCIPLINE_CALLER) ||
 		    c.path != TSC_SYSCLOCK_DISCIPLINED)

@@ -486,12 +486,20 @@ TEST(sizes_and_options)
 TEST(no_padding_in_a_versions_fields)
 {
 	struct tsc_sysclock_opts o;
+	struct tsc_time_opts t;
 
 	EXPECT_EQ(24u, offsetof(struct tsc_sysclock_opts, order));	/* 1.1 knew 24 */
-	EXPECT_EQ(sizeof(o) - 24, sizeof(o.order) + sizeof(o.helper_inherit) +
-				  sizeof(o.tsc__reserved_1_2));
+	EXPECT_EQ(32u - 24, sizeof(o.order) + sizeof(o.helper_inherit) +
+			    sizeof(o.tsc__reserved_1_2));
 	EXPECT_EQ(offsetof(struct tsc_sysclock_opts, helper_inherit) + sizeof(o.helper_inherit),
 		  offsetof(struct tsc_sysclock_opts, tsc__reserved_1_2));
+	EXPECT_EQ(32u, offsetof(struct tsc_sysclock_opts, adjtimex_allowed));	/* 1.2 knew 32 */
+	EXPECT_EQ(sizeof(o) - 32, sizeof(o.adjtimex_allowed) + sizeof(o.tsc__reserved_1_4));
+	/* The front door's: 1.3 knew 16. */
+	EXPECT_EQ(16u - 8, sizeof(t.exact_or_syscall) + sizeof(t.helper) +
+			   sizeof(t.tsc__reserved_1_3));
+	EXPECT_EQ(16u, offsetof(struct tsc_time_opts, adjtimex_allowed));
+	EXPECT_EQ(sizeof(t) - 16, sizeof(t.adjtimex_allowed) + sizeof(t.tsc__reserved_1_4));
 }
 
 TEST_HARNESS_MAIN
