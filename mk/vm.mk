@@ -55,8 +55,8 @@ vm_only = $(if $(filter 1,$(2)),$(ONE_CPU_TESTS),$(if $(filter 2,$(2)),,$(if \
 	$(filter $(NEWEST_GENERIC),$(1)),$(STALL_TESTS),$(OVERCOMMIT_TESTS))))
 vm_why = "$(if $(filter 2,$(2)),run in one guest only: see Documentation/testing.md's table of guests,not what \
 	the $(2)-CPU guest is for: see Documentation/testing.md's table of guests)"
-# chronyd for ntp_bound_test: Debian's own package, unpacked under build/
-# rather than installed, so that make check neither replaces this
+# chronyd for ntp_bound_test and the fleet's guest: Debian's own package,
+# unpacked under build/ rather than installed, so that make check neither replaces this
 # machine's time daemon (chrony conflicts with systemd-timesyncd) nor
 # starts one.  The guests see it through the host's root.
 CHRONYD := $(BUILD)/chrony/usr/sbin/chronyd
@@ -248,14 +248,15 @@ $(DEBUG_RUNS): vm-debug-%: selftests lib
 	@! grep -a -e '^not ok' -e '^1\.\.0 # SKIP' $(BUILD)/vm/debug-$*.log $(BUILD)/vm/debug-$*-rt-spinner.log
 
 # The fleet's path end to end (selftests/fleet/): the packaged unit's
-# report in a guest whose clocksource is switched away from tsc and back,
+# report in a guest whose clock chronyd keeps, and whose clocksource is
+# switched away from tsc and back,
 # read by this host's node_exporter and Prometheus (loopback ports) with the
 # packaged alert rules and dashboard.  Its KTAP goes to the log as well.
-vm-fleet-e2e: deb kbuild-check
+vm-fleet-e2e: deb kbuild-check $(CHRONYD)
 	@mkdir -p $(BUILD)/vm
 	set -o pipefail; selftests/fleet/prometheus_e2e.py --debs $(BUILD)/deb \
 		--ko $(call VM_KO,$(NEWEST_GENERIC)) --kernel $(NEWEST_GENERIC) --out $(BUILD)/fleet-e2e \
-		| tee $(BUILD)/vm/fleet-e2e.log
+		--chronyd $(CHRONYD) | tee $(BUILD)/vm/fleet-e2e.log
 
 vm-check: $(VM_RUNS) vm-notsc vm-suspend vm-bench-smoke vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) $(RT_SPINNER_RUNS) vm-debug
 

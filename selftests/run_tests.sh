@@ -182,7 +182,7 @@ for t in "${tests[@]}"; do
 	tsc_report_test)
 		# libtsc's tool, from the same build tree as the tests.
 		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-report" \
-			"$here/../userspace/tools/tsc-report.schema.json" ;;
+			"$here/../userspace/tools/tsc-report.schema.json" "$bin/../userspace/seccomp_run" ;;
 	tsc_jitter_test)
 		keys_hold
 		run $t "$here/../userspace/tests/$t.sh" "$bin/../userspace/tsc-jitter" \

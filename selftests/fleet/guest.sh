@@ -14,13 +14,19 @@
 #   1 the clocksource tsc, 2 switched away from tsc, 3 back on tsc, with
 #   perf_event_paranoid 2 (upstream's default, where the unit may use
 #   perf), 4 the module unloaded (libtsc falls back from its page).
+# Throughout, chronyd keeps the guest's clock, as on a fleet's host: the
+# kernel's maxerror, esterror and status bits, which the time's bound
+# starts from, are its.  Each state is reported once the kernel says the
+# clock is synchronised again (a clocksource change clears its NTP state
+# until the daemon's next update), so that both runs of a state see it so.
 #
-# Usage: guest.sh MODULE.ko ROOT SHARED
+# Usage: guest.sh MODULE.ko ROOT SHARED CHRONYD
 #   ROOT: the packages tsc-tools and libtsc1 unpacked (dpkg-deb -x)
 #   SHARED: the directory the host reads (textfile/; state-N in words,
 #   state-N.json, state-N.root.json, state-N.paranoid, ready-N; ack-N back)
+#   CHRONYD: Debian's chronyd, unpacked from its package on the host
 set -u -o pipefail
-ko=${1:?usage: guest.sh MODULE.ko ROOT SHARED} root=${2:?} shared=${3:?}
+ko=${1:?usage: guest.sh MODULE.ko ROOT SHARED CHRONYD} root=${2:?} shared=${3:?} chronyd=${4:?}
 here=$(cd "$(dirname "$0")" && pwd -P)
 unit=tsc-report-prometheus.service
 json_unit=tsc-report-json.service
@@ -171,6 +177,58 @@ run_unit() {
 	echo "guest: systemd ran $unit, which wrote $textfile/tsc.prom"
 }
 
+# chronyd as ntp_bound_test runs it: a second chronyd serving this clock
+# as "local stratum 1" on loopback (-x: it leaves the clock alone), and
+# the daemon under test configured as Debian's (rtcsync, which clears
+# STA_UNSYNC; makestep 1 3), polling once a second: more often, the two
+# daemons load the emulated CPUs enough to spoil a calibration's
+# precision; slewing at most 500 ppm, so that the kernel's rate stays
+# within 1000 ppm of nominal (prometheus_e2e.py compares two runs' rates).
+# Outside systemd's sandbox: the guest's daemon, not the container's.
+# Stopped when this script ends.
+ntp=/tmp/fleet-ntp ntp_pids=''
+start_ntp() {
+	mkdir -p "$ntp" || die "cannot make $ntp"
+	ip link set lo up || die "cannot bring loopback up"
+	printf '%s\n' 'local stratum 1' 'allow 127.0.0.1' 'port 11123' 'cmdport 0' \
+		'bindcmdaddress /' "pidfile $ntp/server.pid" > "$ntp/server.conf"
+	printf '%s\n' 'server 127.0.0.1 port 11123 iburst minpoll 0 maxpoll 0' 'rtcsync' \
+		'makestep 1 3' 'maxslewrate 500' 'port 0' 'cmdport 0' 'bindcmdaddress /' \
+		"pidfile $ntp/client.pid" > "$ntp/client.conf"
+	# -d: in the foreground, its messages to its log; -u root: no _chrony user here.
+	"$chronyd" -d -x -u root -f "$ntp/server.conf" > "$ntp/server.log" 2>&1 &
+	ntp_pids=$!
+	"$chronyd" -d -u root -f "$ntp/client.conf" > "$ntp/client.log" 2>&1 &
+	ntp_pids+=" $!"
+	trap 'kill $ntp_pids 2> /dev/null' EXIT
+	# Each writes its pidfile once it is up; 30 s at most.
+	local end=$((SECONDS + 30))
+	while [[ ! -s $ntp/server.pid || ! -s $ntp/client.pid ]]; do
+		# shellcheck disable=SC2086 # two pids
+		kill -0 $ntp_pids 2> /dev/null ||
+			die "chronyd exited: $(tail -n 5 "$ntp/server.log" "$ntp/client.log")"
+		((SECONDS < end)) || die "chronyd not up in 30 s"
+		sleep 0.1
+	done
+	echo "guest: chronyd started, syncing to a chronyd on loopback"
+}
+
+# Until the time has a bound again (tsc-report's flags: no unsynced), 60 s
+# at most; asked once a second, as each run calibrates for 200 ms.
+wait_synced() {
+	local end=$((SECONDS + 60)) flags='' json
+	while ((SECONDS < end)); do
+		json=$(in_systemd /usr/bin/tsc-report --json)
+		[[ $? -le 1 ]] || die "tsc-report --json failed"
+		flags=$(python3 -c 'import json, sys; print(" ".join(json.load(sys.stdin)["time_bound"]["flags"]))' \
+			<<< "$json") || die "tsc-report --json: no time_bound's flags"
+		[[ " $flags " == *" unsynced "* ]] || return 0
+		sleep 1
+	done
+	tail -n 20 "$ntp/client.log" >&2
+	die "the clock not synchronised in 60 s (flags: $flags)"
+}
+
 # The host acknowledges state $1 once Prometheus showed it; 300 s at most.
 wait_ack() {
 	local end=$((SECONDS + 300))
@@ -184,6 +242,7 @@ wait_ack() {
 
 # State $1, described as $2: the unit's report, and the tool's JSON beside it.
 report() {
+	wait_synced
 	run_unit
 	start_unit "$json_unit"
 	mv "$shared/textfile/tsc.json" "$shared/state-$1.json" ||
@@ -209,6 +268,7 @@ make_json_unit
 start_systemd
 check_unit
 check_timer
+start_ntp
 other=$(tr ' ' '\n' < "$cs/available_clocksource" | grep -v -x -e tsc -e '' | head -n 1)
 [[ -n $other ]] || die "no clocksource but tsc: $(cat "$cs/available_clocksource")"
 echo "guest: clocksources: $(cat "$cs/available_clocksource"); switching to $other"

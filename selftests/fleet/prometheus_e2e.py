@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 """The fleet's path end to end, with the real programs (KTAP on stdout).
 
-A TCG guest (guest.sh) loads the module, and there systemd starts the
+A TCG guest (guest.sh), its clock kept by chronyd, loads the module, and there systemd starts the
 packaged unit, which writes tsc.prom into a directory shared with this
 host; here Debian's node_exporter serves that directory with its textfile
 collector, and Debian's Prometheus scrapes it every second and evaluates
@@ -15,17 +15,18 @@ and through Prometheus's query API:
   - Prometheus holds exactly the samples of the unit's tsc.prom;
   - every tsc_* series has the value tsc-report --json gave beside the unit,
     in its sandbox (what either run measured anew: within both runs'
-    bounds);
+    bounds), and the time's bound is the sum of its terms, or +Inf with
+    the flag that says why;
   - exactly the alerts the state calls for are pending (a rule with a
     "for") or firing, and those of the state before that no longer hold
-    are gone;
+    are gone (TSCClockDisrupted from the switch away from tsc on);
   - every query of the packaged Grafana dashboard parses, and it and each
     series it selects return series (in the first two states: the
     timekeeper's rate exists only on tsc, a firing alert only off it).
 Prometheus itself runs here, not in the guest: under TCG it took 320 s to
 start and had not scraped 280 s later.
 
-Usage: prometheus_e2e.py --debs DIR --ko MODULE.ko --kernel RELEASE --out DIR
+Usage: prometheus_e2e.py --debs DIR --ko MODULE.ko --kernel RELEASE --out DIR --chronyd CHRONYD
 """
 import argparse
 import json
@@ -42,8 +43,12 @@ import urllib.parse
 import urllib.request
 
 SKEW_DEFAULT = 1e-6
+BOUND_DEFAULT = 0.01
 ALL_RULES = {"TSCUnstable", "TSCNotTrustworthy", "TSCClocksourceNotTSC", "TSCSkewHigh",
-             "TSCFrequencySourcesDisagree", "TSCSysclockFallback", "TSCReportStale"}
+             "TSCFrequencySourcesDisagree", "TSCSysclockFallback", "TSCReportStale",
+             "TSCTimeBoundWide", "TSCClockDisrupted"}
+# The module's counts, as tsc-report's JSON names them and its metric labels them.
+CAUSES = {"clock_steps": "step", "clock_resumes": "resume", "clocksource_changes": "clocksource"}
 STATES = (1, 2, 3, 4)
 # node_exporter's mtime of tsc.prom, as the rules and the dashboard match it.
 MTIME = 'node_textfile_mtime_seconds{file=~"(.*/)?tsc\\\\.prom"}'
@@ -94,11 +99,11 @@ class Prometheus:
         return j["data"]["result"]
 
     def alerts(self):
-        """{(alertname, state), ...} of the TSC rules, with their labels."""
+        """{(alertname, state): [labels, ...]} of the TSC rules."""
         got = {}
         for a in self.get("/api/v1/alerts")["data"]["alerts"]:
             if a["labels"]["alertname"] in ALL_RULES:
-                got[(a["labels"]["alertname"], a["state"])] = a["labels"]
+                got.setdefault((a["labels"]["alertname"], a["state"]), []).append(a["labels"])
         return got
 
 
@@ -171,7 +176,11 @@ def expected_series(j):
     e["tsc_kernel_clocksource_info"] = {frozenset({("clocksource", j["kernel"]["clocksource"])}): (1, 0, 0)}
     e["tsc_sysclock_info"] = {frozenset({("path", j["sysclock"]["path"])}): (1, 0, 0)}
     if j["sysclock"]["rate_millihz"] is not None:
-        e["tsc_timekeeper_frequency_hertz"] = {frozenset(): (j["sysclock"]["rate_millihz"] / 1000, 1e-12, 0)}
+        # chronyd changes the kernel's rate between the two runs: its
+        # frequency within 500 ppm (the kernel's limit) and chronyd's
+        # slew within 500 ppm (guest.sh's maxslewrate), so each run's
+        # within 1000 ppm of nominal, the two within 2000 ppm.
+        e["tsc_timekeeper_frequency_hertz"] = {frozenset(): (j["sysclock"]["rate_millihz"] / 1000, 2e-3, 0)}
     o = j["offsets"]
     # The module's offsets are the same to every reader; this tool's own
     # are measured anew by each run: compare_series checks those.
@@ -187,7 +196,44 @@ def expected_series(j):
         e["tsc_monotonic"] = {frozenset(): (int(o["monotonic"]), 0, 0)}
     if o["source"] != "userspace":
         e["tsc_trustworthy"] = {frozenset(): (int(j["verdict"]["trustworthy"]), 0, 0)}
+    # The time: the kernel's NTP state as both runs read it, seconds
+    # apart.  The flags, the reading's and the skew's terms and a leap
+    # second are the same to both; the bound, the daemon's maxerror and
+    # esterror, the growth since it spoke and what is left to slew move
+    # in between (unbounded where a daemon speaks): compare_time checks
+    # that they add up, within the one report.
+    b = j["time_bound"]
+    anew = (0, 0, math.inf)
+    e["tsc_time_bound_flag"] = {frozenset({("flag", f)}): (int(f in b["flags"]), 0, 0)
+                                for f in ("unsynced", "disrupted", "leap", "skew_unknown", "stale")}
+    e["tsc_time_bound_term_seconds"] = {
+        frozenset({("term", t)}): (v / 1e9, 0, 0) if t in ("reading", "skew", "leap") else anew
+        for t, v in b["terms_ns"].items()}
+    e["tsc_time_bound_seconds"] = {frozenset(): (math.inf, 0, 0) if b["bound_ns"] is None else anew}
+    e["tsc_time_esterror_seconds"] = {frozenset(): anew}
+    d = j["disruptions"]
+    if d is not None:
+        boot = {("boot_id", d["boot_id"])} if d["boot_id"] else set()
+        e["tsc_clock_disruptions_total"] = {frozenset({("cause", c)} | boot): (d[k], 0, 0)
+                                            for k, c in CAUSES.items()}
     return e
+
+
+def compare_time(prom):
+    """[] if the scraped bound is the sum of its scraped terms, or +Inf with
+    the flag that says why, else what differs."""
+    bound = series(prom, "tsc_time_bound_seconds").get(frozenset())
+    terms = series(prom, "tsc_time_bound_term_seconds")
+    flags = {dict(k)["flag"] for k, v in series(prom, "tsc_time_bound_flag").items() if v}
+    if bound is None or len(terms) != 6:
+        return [f"tsc_time_bound_seconds {bound}, {len(terms)} terms"]
+    if math.isinf(bound) != bool(flags & {"unsynced", "disrupted"}):
+        return [f"tsc_time_bound_seconds {bound} with flags {sorted(flags)}"]
+    # Each printed to the ns: the sum, to the ns it was made of.
+    total = sum(terms.values())
+    if not math.isinf(bound) and not close(bound, total, 0, 6e-9):
+        return [f"tsc_time_bound_seconds {bound}, its terms add up to {total}"]
+    return []
 
 
 def hidden(state, unit, root, paranoid):
@@ -221,6 +267,7 @@ def compare_series(prom, j):
                   "tsc_max_skew_seconds", "tsc_offset_consistent", "tsc_monotonic", "tsc_trustworthy"}
     if extra:
         bad.append(f"series tsc-report --json has no value for: {sorted(extra)}")
+    bad += compare_time(prom)
     for name, labels in want.items():
         got = series(prom, name)
         if set(got) != set(labels):
@@ -292,31 +339,43 @@ def compare_measured(prom, j):
     return bad
 
 
-def expected_alerts(j, prom):
-    """{alertname: extra labels} that the state must raise: what the rules
-    say, applied to what the tools saw.  The kernel's state comes from
-    tsc-report --json; what each run measures anew (a calibration, and
-    without the module the offsets, so the skew and the verdict) from the
-    unit's own report, as scraped, which compare_series checked against
-    the JSON's within the runs' bounds."""
+def expected_alerts(j, prom, history):
+    """{alertname: [extra labels, ...]} that the state must raise: what the
+    rules say, applied to what the tools saw.  The kernel's state comes
+    from tsc-report --json; what each run measures anew (a calibration,
+    without the module the offsets, so the skew and the verdict; the
+    time's bound) from the unit's own report, as scraped, which
+    compare_series checked against the JSON's within the runs' bounds.
+    history: the module's counts in each state so far, this one last (the
+    whole run is well within TSCClockDisrupted's half hour)."""
     def scraped(name):
         return series(prom, name).get(frozenset())
 
     want = {}
     cs = j["kernel"]["clocksource"]
     if j["kernel"]["unstable"]:
-        want["TSCUnstable"] = {}
+        want["TSCUnstable"] = [{}]
     if scraped("tsc_trustworthy") == 0:
-        want["TSCNotTrustworthy"] = {}
+        want["TSCNotTrustworthy"] = [{}]
     if cs != "tsc":
-        want["TSCClocksourceNotTSC"] = {"clocksource": cs}
+        want["TSCClocksourceNotTSC"] = [{"clocksource": cs}]
     skew = scraped("tsc_max_skew_seconds")
     if skew is not None and skew > SKEW_DEFAULT:
-        want["TSCSkewHigh"] = {}
+        want["TSCSkewHigh"] = [{}]
     if scraped("tsc_frequency_sources_agree") == 0:
-        want["TSCFrequencySourcesDisagree"] = {}
+        want["TSCFrequencySourcesDisagree"] = [{}]
     if j["sysclock"]["path"] != "kernel" and cs == "tsc":
-        want["TSCSysclockFallback"] = {"path": j["sysclock"]["path"]}
+        want["TSCSysclockFallback"] = [{"path": j["sysclock"]["path"]}]
+    bound = scraped("tsc_time_bound_seconds")
+    if bound is None or bound > BOUND_DEFAULT:
+        want["TSCTimeBoundWide"] = [{}]
+    # A count that went up, or down (a reload), from one state to a later
+    # (one boot: the guest's).
+    counts = [h for h in history if h is not None]
+    moved = sorted({c for i, a in enumerate(counts) for b in counts[i + 1:] for k, c in CAUSES.items()
+                    if b[k] != a[k]})
+    if moved:
+        want["TSCClockDisrupted"] = [{"cause": c} for c in moved]
     return want
 
 
@@ -328,10 +387,12 @@ def alerts_as_expected(prom, want, waits):
     expect = {name: ("pending" if waits[name] > 0 else "firing") for name in want}
     if states != expect:
         return False, f"alerts {states}, want {expect}"
-    for (name, _), labels in got.items():
-        for k, v in want[name].items():
-            if labels.get(k) != v:
-                return False, f"{name}: label {k}={labels.get(k)!r}, want {v!r}"
+    for (name, _), alerts in got.items():
+        keys = set().union(*want[name])
+        labels = sorted(sorted((k, a.get(k)) for k in keys) for a in alerts)
+        wanted = sorted(sorted(w.items()) for w in want[name])
+        if labels != wanted:
+            return False, f"{name}: labels {labels}, want {wanted}"
     return True, states
 
 
@@ -409,6 +470,7 @@ def main():
     ap.add_argument("--ko", required=True)
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--chronyd", required=True)
     a = ap.parse_args()
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = os.path.abspath(a.out)
@@ -459,11 +521,11 @@ scrape_configs:
         guest = subprocess.Popen(
             [f"{repo}/scripts/vm/run-in-vm.sh", "--kernel", a.kernel, "--smp", "2", "--timeout", "900",
              "--log", f"{out}/guest.log", "--quiet", "--",
-             "selftests/fleet/guest.sh", os.path.abspath(a.ko), root, shared],
+             "selftests/fleet/guest.sh", os.path.abspath(a.ko), root, shared, os.path.abspath(a.chronyd)],
             stdout=open(f"{out}/guest.out", "w"), stderr=subprocess.STDOUT, cwd=repo,
             start_new_session=True)
         procs.append(guest)
-        before, found, dash_errors = set(), set(), []
+        before, found, dash_errors, history = set(), set(), [], []
         for state in STATES:
             t = time.monotonic()
             wait_for(f"state {state} from the guest", lambda: os.path.exists(f"{shared}/ready-{state}"),
@@ -486,7 +548,9 @@ scrape_configs:
             _, bad = eventually(lambda: (lambda b: (not b, b))(compare_series(prom, j)), 15, guest)
             ok(not bad, f"state {state} ({what}): every tsc_* series has the value tsc-report --json gave",
                "\n".join(bad))
-            want = expected_alerts(j, prom)
+            history.append(j["disruptions"])
+            diag(f"state {state}: the time's bound {j['time_bound']}; disruptions {j['disruptions']}")
+            want = expected_alerts(j, prom, history)
             t = time.monotonic()
             good, why = eventually(lambda: alerts_as_expected(prom, want, waits), 20, guest)
             diag(f"state {state}: alerts {why if good else prom.alerts()} after {time.monotonic() - t:.1f} s")

@@ -7,12 +7,14 @@
 # bad files fall back instead of failing; on the real system it agrees
 # with what is there.
 #
-# Usage: tsc_report_test.sh TOOL SCHEMA   (needs python3-jsonschema, promtool)
+# Usage: tsc_report_test.sh TOOL SCHEMA [SECCOMP_RUN]
+#   (needs python3-jsonschema, promtool; SECCOMP_RUN: tests/seccomp_run.c)
 
 # shellcheck source=tools_lib.sh
 . "$(dirname "$0")/tools_lib.sh"
 tool=${1:?usage: tsc_report_test.sh TOOL SCHEMA}
-schema=${2:?usage: tsc_report_test.sh TOOL SCHEMA}
+schema=${2:?usage: tsc_report_test.sh TOOL SCHEMA [SECCOMP_RUN]}
+seccomp=${3:-}
 
 # A sysfs tree as the module writes it; $1 dir, $2 unstable, $3 khz.
 fake_root() {
@@ -22,6 +24,7 @@ fake_root() {
 	echo 0-1 > "$d/possible"
 	echo "$2" > "$d/tsc/unstable"
 	echo 3 > "$d/tsc/generation"; echo 0 > "$d/tsc/reference_cpu"
+	echo 2 > "$d/tsc/clock_steps"; echo 1 > "$d/tsc/clock_resumes"; echo 3 > "$d/tsc/clocksource_changes"
 	echo 250 > "$d/tsc/max_skew_ticks"; echo 1 > "$d/tsc/monotonic_vs_reference"
 	echo reference > "$d/cpu0/tsc/status"
 	for f in offset_ticks offset_min_ticks offset_max_ticks rounds; do echo 0 > "$d/cpu0/tsc/$f"; done
@@ -49,7 +52,7 @@ PY
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 42
+ktap_plan 50
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--prometheus --json" "--sysfs-root" \
@@ -93,6 +96,67 @@ ktap_check "offsets in seconds" grep -qx 'tsc_offset_seconds{cpu="1",measured_by
 ktap_check "the timekeeper's rate in hertz, to the millihertz" \
 	grep -qx "tsc_timekeeper_frequency_hertz $((rate / 1000)).$(printf %03d $((rate % 1000)))" "$tmp/good.prom"
 
+# The time: a bound that its terms add up to, or none, with a flag that
+# says why, in JSON as in Prometheus; the module's counts of disruptions
+# as they are in its files, and none without them (a module before 1.4),
+# or with one that is not a count.
+# (Each run reads the kernel's NTP state anew: where a daemon keeps the
+# clock, maxerror grows 500 us a second between two runs.  So each run's
+# bound is checked against its own terms.)
+got=$(json "$tmp/good.json" 'j["time_bound"]["bound_ns"] == (None if {"unsynced", "disrupted"} & set(j["time_bound"]["flags"]) else sum(j["time_bound"]["terms_ns"].values()))')
+echo "# time_bound: $(json "$tmp/good.json" 'j["time_bound"]')"
+ktap_check "the time's bound: the sum of its terms, or null with the flag that says why" test "$got" = True
+# shellcheck disable=SC2016 # awk's own $1 and $2
+got=$(awk '$1 == "tsc_time_bound_seconds" { b = $2 } $1 ~ /^tsc_time_bound_term_seconds/ { sum += $2 }
+	$1 ~ /^tsc_time_bound_flag\{flag="(unsynced|disrupted)"\}/ { none += $2 }
+	END { print (none ? b == "+Inf" : b != "+Inf" && (b - sum) ^ 2 < 1e-16) }' "$tmp/good.prom")
+echo "# $(grep '^tsc_time_bound_seconds' "$tmp/good.prom")"
+ktap_check "and in Prometheus: the sum of its terms, or +Inf with the flag" test "$got" = 1
+boot=$(cat /proc/sys/kernel/random/boot_id)
+ktap_check "the module's counts of disruptions, in JSON, of this boot" \
+	test "$(json "$tmp/good.json" 'j["disruptions"]')" = \
+	"{'clock_steps': 2, 'clock_resumes': 1, 'clocksource_changes': 3, 'boot_id': '$boot'}"
+ktap_check "and in Prometheus, a counter by cause, labelled with the boot" \
+	test "$(grep '^tsc_clock_disruptions_total' "$tmp/good.prom" | tr '\n' ' ')" = \
+	"tsc_clock_disruptions_total{cause=\"step\",boot_id=\"$boot\"} 2 tsc_clock_disruptions_total{cause=\"resume\",boot_id=\"$boot\"} 1 tsc_clock_disruptions_total{cause=\"clocksource\",boot_id=\"$boot\"} 3 "
+cp -a "$tmp/good" "$tmp/old"
+rm "$tmp/old/devices/system/cpu/tsc/clock_resumes"
+cp -a "$tmp/good" "$tmp/junk"
+echo x > "$tmp/junk/devices/system/cpu/tsc/clock_steps"
+for r in old junk; do
+	"$tool" --sysfs-root "$tmp/$r" --json > "$tmp/$r.json"
+	"$tool" --sysfs-root "$tmp/$r" --prometheus > "$tmp/$r.prom"
+	"$tool" --sysfs-root "$tmp/$r" > "$tmp/$r.txt"
+done
+ktap_check "no counts where a file is missing or not a count: null, no series, 'unknown'" test \
+	"$(json "$tmp/old.json" 'j["disruptions"]') $(json "$tmp/junk.json" 'j["disruptions"]')" = "None None" \
+	-a -z "$(grep -h tsc_clock_disruptions "$tmp/old.prom" "$tmp/junk.prom")" \
+	-a "$(grep -h -c '^Disruptions  *unknown' "$tmp/old.txt" "$tmp/junk.txt" | tr '\n' ' ')" = "1 1 "
+
+# In a sandbox: under a seccomp filter that allows adjtimex(), the tool
+# reads the kernel's NTP state (its maxerror, never 0 once read); under
+# one that kills the caller for it or fails it, as systemd's
+# SystemCallFilter= and ProtectClock= do, the tool lives on and says the
+# state is unknown (unsynced, the terms it would give 0).
+names=("under a seccomp filter that allows adjtimex(): the kernel's NTP state read"
+	"under one that kills the caller of adjtimex(): the tool lives, the state unknown"
+	"under one that fails adjtimex() (EPERM): the state unknown")
+if [ -x "$seccomp" ]; then
+	i=0
+	for mode in allow kill-adjtimex eperm-adjtimex; do
+		"$seccomp" $mode "$tool" --sysfs-root "$tmp/good" --json > "$tmp/$mode.json" 2> "$tmp/$mode.err"
+		st=$?
+		got=$(json "$tmp/$mode.json" '(j["time_bound"]["terms_ns"]["maxerror"] > 0, "unsynced" in j["time_bound"]["flags"])' 2>&1)
+		echo "# $mode: exit $st, (maxerror read, unsynced): $got $(head -n 1 "$tmp/$mode.err")"
+		want="(False, True)"
+		[ $mode = allow ] && want="(True, $(json "$tmp/good.json" '"unsynced" in j["time_bound"]["flags"]'))"
+		ktap_check "${names[i]}" test $st -le 1 -a "$got" = "$want"
+		i=$((i + 1))
+	done
+else
+	for name in "${names[@]}"; do ktap_skip "$name" "no seccomp_run helper given (tests/seccomp_run.c)"; done
+fi
+
 # --output, as the systemd service uses it: the whole report, renamed over
 # the target (a new inode: never rewritten in place), mode 0644, no
 # temporary file left, nothing on standard output; a report that fails
@@ -105,10 +169,15 @@ ktap_check "--output: replaced by rename, 0644, nothing else left, nothing on st
 	test $st -le 1 -a "$(stat -c %i "$tmp/textfile/tsc.prom")" != "$ino" \
 	-a "$(stat -c %a "$tmp/textfile/tsc.prom")" = 644 -a "$(ls -A "$tmp/textfile")" = tsc.prom \
 	-a ! -s "$tmp/stdout"
-# Each run calibrates anew: those lines differ, and whether the sources
-# agree may too; every other is the same.
+# Each run calibrates anew, and reads the kernel's NTP state anew: those
+# lines differ, and whether the sources agree may too; every other is the
+# same.
 # (Files, not <(...): the guests have no /dev/fd.)
-same_but_calibration() { grep -v -e 'source="calibration"' -e '^tsc_frequency_sources_agree ' "$1" > "$2"; }
+same_but_calibration() {
+	grep -v -e 'source="calibration"' -e '^tsc_frequency_sources_agree ' -e '^tsc_time_bound_seconds ' \
+		-e '^tsc_time_bound_term_seconds{term="\(maxerror\|growth\|slewing\)"}' \
+		-e '^tsc_time_esterror_seconds ' "$1" > "$2"
+}
 same_but_calibration "$tmp/textfile/tsc.prom" "$tmp/output.same"
 same_but_calibration "$tmp/good.prom" "$tmp/stdout.same"
 ktap_check "--output: the same text as on standard output, but for the calibration" \

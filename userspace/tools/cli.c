@@ -165,6 +165,11 @@ void cli_json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+void cli_prom_head(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 static const int fatal_signals[] = { SIGINT, SIGTERM, SIGHUP };
 
 void cli_fatal_signals(sigset_t *set)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
 /*
  * What the tools share: parsing their arguments strictly (a bad one is a
- * message and exit 2, before anything runs), writing JSON strings, and
- * the signals that end a tool from outside.
+ * message and exit 2, before anything runs), writing JSON strings and
+ * Prometheus's headers, and the signals that end a tool from outside.
  */
 #ifndef TSC_CLI_H
 #define TSC_CLI_H
@@ -40,6 +40,9 @@ int cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
 /* s as a JSON string, quoted and escaped, to f. */
 void cli_json_str(FILE *f, const char *s);
+
+/* A metric's HELP and TYPE lines, in Prometheus's text format. */
+void cli_prom_head(FILE *f, const char *name, const char *type, const char *help);
 
 /*
  * A tool's exit status: 'status', or EXIT_FAIL after a message if its

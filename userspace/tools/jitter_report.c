@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "jitter.h"
 
 static int cmp_u64(const void *a, const void *b)
@@ -175,7 +176,7 @@ void jitter_print_causes_json(const struct spinner *s, const struct tsc_conv *co
 static void cause_metric(const struct spinner *sp, int n, const struct tsc_conv *conv,
 			 const char *name, const char *help, int what)
 {
-	printf("# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+	cli_prom_head(stdout, name, "gauge", help);
 	for (int i = 0; i < n; i++)
 		for (int k = 0; k < JC_NR; k++) {
 			const struct jc_tally *t = &sp[i].jc.tally[k];

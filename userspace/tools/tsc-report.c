@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "freq_sources.h"
 #include "libtsc.h"
+#include "report_bound.h"
 
 #define EXIT_UNTRUSTED	1
 #define EXIT_FAILURE_	3
@@ -64,6 +65,7 @@ static const char *const path_names[] = {
 struct sysclock_view {
 	const struct tsc_sysclock *c;
 	uint64_t millihz;
+	struct bound_view bound;
 };
 
 /* What the precision is of, in words. */
@@ -154,6 +156,7 @@ static void print_human(FILE *out, const struct tsc_clock *clk, const struct tsc
 		       (unsigned long long)(sc->millihz / 1000),
 		       (unsigned long long)(sc->millihz % 1000),
 		       ((double)sc->millihz / 1e3 - f->hz) / f->hz * 1e6);
+	bound_print_human(out, &sc->bound);
 	if (r->offsets_source == TSC_OFFSETS_NONE) {
 		fprintf(out, "Offsets        a single CPU: nothing to compare\n");
 	} else if (r->reference_cpu < 0) {
@@ -232,6 +235,7 @@ static void print_json(FILE *out, const struct tsc_clock *clk, const struct tsc_
 		fprintf(out, ", \"rate_millihz\": %llu},\n", (unsigned long long)sc->millihz);
 	else
 		fprintf(out, ", \"rate_millihz\": null},\n");
+	bound_print_json(out, &sc->bound);
 	fprintf(out, "  \"offsets\": {\"source\": \"%s\", \"reference_cpu\": ",
 	       offsets_names[r->offsets_source]);
 	if (r->reference_cpu < 0)
@@ -275,7 +279,7 @@ static void prom_label(FILE *out, const char *s)
 
 static void prom_head(FILE *out, const char *name, const char *help)
 {
-	fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+	cli_prom_head(out, name, "gauge", help);
 }
 
 static void print_prometheus(FILE *out, const struct tsc_clock *clk, const struct tsc_report *r,
@@ -325,6 +329,7 @@ static void print_prometheus(FILE *out, const struct tsc_clock *clk, const struc
 			(unsigned long long)(sc->millihz / 1000),
 			(unsigned long long)(sc->millihz % 1000));
 	}
+	bound_print_prometheus(out, &sc->bound);
 	if (r->offsets_source != TSC_OFFSETS_NONE) {
 		static const char *const bounds[][2] = {
 			{ "tsc_offset_seconds", "CPU's TSC minus the reference CPU's, best estimate." },
@@ -580,7 +585,7 @@ int main(int argc, char **argv)
 	{
 		TSC_OPTS(co, .sysfs_root = root, .verify = verify);
 		TSC_REPORT_OPTS(ro, .sysfs_root = root, .userspace = userspace);
-		TSC_SYSCLOCK_OPTS(so, .sysfs_root = root);
+		TSC_SYSCLOCK_OPTS(so, .sysfs_root = root, .adjtimex_allowed = bound_adjtimex_allowed());
 
 		err = tsc_clock_init(&clk, &co);
 		if (err) {
@@ -595,6 +600,7 @@ int main(int argc, char **argv)
 		/* No rate where clock_gettime() reads the clocks: why says so. */
 		if (tsc_sysclock_rate(&sysclk, &sc.millihz))
 			sc.millihz = 0;
+		bound_read(&sc.bound, &sysclk, root);
 		read_sources(&sources, root, &clk.freq);
 		err = tsc_report_get(&r, &ro);
 		if (err) {
