@@ -824,12 +824,15 @@ TEST_F(disc, a_small_step_of_realtime_is_followed_when_the_clock_was_set)
  * A copy of a clock (which tsc_sysclock_init(3) says not to make) holds
  * a page the helper leaves at its next sync, or its fini retires: it
  * reads clock_gettime() then, at its cost, never waiting on the page.
+ * The cost is the CPU time a read takes: a reader that spun on the page
+ * would spend it, where one the host preempts (for milliseconds, on a
+ * busy VM) does not.
  */
 TEST_F(disc, a_copy_reads_clock_gettime_at_its_cost)
 {
 	TSC_SYSCLOCK(c);
 	struct tsc_sysclock copy;
-	int64_t slowest = 0;
+	int64_t slowest = 0, slowest_wall = 0;
 
 	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER)) TH_LOG("%s", tsc_last_error());
 	memcpy(&copy, &c, sizeof(c));
@@ -838,11 +841,14 @@ TEST_F(disc, a_copy_reads_clock_gettime_at_its_cost)
 		int64_t end = now(CLOCK_MONOTONIC) + (phase ? 200000000 : 2200000000);
 
 		while (now(CLOCK_MONOTONIC) < end) {
-			int64_t a = now(CLOCK_MONOTONIC), v = (int64_t)tsc_sysclock_monotonic(&copy);
-			int64_t b = now(CLOCK_MONOTONIC);
+			int64_t ca = now(CLOCK_THREAD_CPUTIME_ID), a = now(CLOCK_MONOTONIC);
+			int64_t v = (int64_t)tsc_sysclock_monotonic(&copy);
+			int64_t b = now(CLOCK_MONOTONIC), cb = now(CLOCK_THREAD_CPUTIME_ID);
 
-			if (b - a > slowest)
-				slowest = b - a;
+			if (cb - ca > slowest)
+				slowest = cb - ca;
+			if (b - a > slowest_wall)
+				slowest_wall = b - a;
 			EXPECT_TRUE(v >= a - 1000000 && v <= b + 1000000)
 				TH_LOG("the copy read %lld ns off", (long long)(v < a ? v - a : v - b));
 			usleep(100);
@@ -850,7 +856,8 @@ TEST_F(disc, a_copy_reads_clock_gettime_at_its_cost)
 		if (!phase)
 			tsc_sysclock_fini(&c);
 	}
-	TH_LOG("the slowest read of the copy: %lld ns", (long long)slowest);
+	TH_LOG("the slowest read of the copy: %lld ns of CPU time, %lld ns of MONOTONIC",
+	       (long long)slowest, (long long)slowest_wall);
 	EXPECT_GT(1000000, slowest);
 }
 
