@@ -29,13 +29,13 @@
  * Disruptions: a refresh compares what it reads with what the last one
  * did.  On the kernel's page a reader whose page's generation moved on
  * takes the slow path, which refreshes before it returns; REALTIME -
- * MONOTONIC moved is a step, BOOTTIME - MONOTONIC a resume; the page
- * withdrawn (another clocksource, the module unloaded) or back, a change
- * of path.  Without a page the slow path compares REALTIME - MONOTONIC
- * at every read.  A
- * step or a resume leaves the bound unknown (TSC_BOUND_DISRUPTED) until
- * the daemon states a maxerror again: one lower than the kernel's growth
- * alone gives.
+ * BOOTTIME moved is a step, BOOTTIME - MONOTONIC a resume (which moves
+ * REALTIME - MONOTONIC too); the page withdrawn (another clocksource,
+ * the module unloaded) or back, a change of path.  Without a page the
+ * slow path compares REALTIME - MONOTONIC at every read, which either
+ * moves.  A step or a resume leaves the bound unknown
+ * (TSC_BOUND_DISRUPTED) until the daemon states a maxerror again: one
+ * lower than the kernel's growth alone gives.
  */
 #include <errno.h>
 #include <math.h>

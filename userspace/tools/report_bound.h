@@ -27,12 +27,12 @@ struct bound_view {
 
 /*
  * Whether this process may call adjtimex() to read the kernel's NTP state,
- * which the bound starts from: yes without a seccomp filter; under one,
- * tried in a child process, which a filter refusing the call kills or
- * fails instead of this one (and, if it kills, its audit logs).  libtsc
- * itself does not try (a library does not fork), and without the answer
- * (struct tsc_sysclock_opts' adjtimex_allowed) calls adjtimex() only
- * where no filter is on the process: the unit's sandbox has one.
+ * which the bound starts from: tried in a child process, which a seccomp
+ * filter refusing the call kills or fails instead of this one (and, if
+ * it kills, its audit logs).  libtsc itself does not try (a library does
+ * not fork), and without the answer (struct tsc_sysclock_opts'
+ * adjtimex_allowed) calls adjtimex() only where no filter is on the
+ * process (it looks for one itself): the unit's sandbox has one.
  */
 bool bound_adjtimex_allowed(void);
 /* The bound of a reading of c now; the module's counts under root (NULL: /sys). */
