@@ -554,9 +554,10 @@ struct tsc_time_bound {
 /* No NTP daemon keeps the clock: STA_UNSYNC, maxerror at 16 s, or no adjtimex(). */
 #define TSC_BOUND_UNSYNCED	0x1
 /*
- * The time was stepped or the system resumed since the NTP daemon last
- * stated its maxerror: that statement is of another time.  Until it
- * states a new one.
+ * The time was stepped, the system resumed, or the hypervisor disrupted
+ * the VM's counter (a live migration) since the NTP daemon last stated
+ * its maxerror: that statement is of another time.  Until it states a
+ * new one.
  */
 #define TSC_BOUND_DISRUPTED	0x2
 /* A leap second is due at the end of the UTC day (STA_INS, STA_DEL). */
@@ -574,6 +575,7 @@ enum tsc_disruption {
 	TSC_DISRUPTION_STEP = 0,	/* REALTIME stepped: settimeofday(), ADJ_SETOFFSET, a leap second */
 	TSC_DISRUPTION_RESUME,		/* the system resumed from a suspend */
 	TSC_DISRUPTION_CLOCKSOURCE,	/* the kernel's clocks read another clock, or the module's page went */
+	TSC_DISRUPTION_VMCLOCK,		/* /dev/vmclock0's disruption marker or VM generation moved */
 	TSC_DISRUPTION_CAUSES,
 };
 
@@ -593,6 +595,8 @@ struct tsc_bound_terms {
 	uint32_t flags;		/* TSC_BOUND_* */
 	uint32_t disruptions;	/* all causes */
 	uint32_t by_cause[8];	/* by enum tsc_disruption */
+	uint64_t vmclock_marker;	/* /dev/vmclock0's disruption_marker, as last read */
+	int32_t vmclock_status;	/* and its clock_status (VMCLOCK_STATUS_*); -1: no vmclock read */
 	size_t :0;		/* later fields start here: see struct tsc_opts */
 };
 
@@ -1071,13 +1075,15 @@ static inline uint64_t tsc_boottime_ns_unordered(void)
  * growth since, refreshed from the kernel's NTP state by the first reader
  * to find it a second old (tsc__sysclock_bounded_slow()).  One cache
  * line, written under seq as the page is.  Taken on the kernel's page
- * (page) at its generation: a reading of another page, or of one whose
- * generation moved on (a step, a resume, another clocksource), takes the
- * slow path, which counts the disruption before it returns.
+ * (page) at its generation and the hypervisor's disruption marker: a
+ * reading of another page, or of one whose generation moved on (a step,
+ * a resume, another clocksource), or after the marker moved (a live
+ * migration), takes the slow path, which counts the disruption before it
+ * returns.
  */
 struct tsc__bound {
 	uint32_t seq;		/* odd: being written */
-	uint32_t generation;	/* the page's, when taken */
+	uint32_t generation;	/* the page's, xor the marker's low half, when taken */
 	uint32_t flags;		/* TSC_BOUND_* */
 	uint32_t disruptions;
 	const volatile struct tsc_timepage *page;	/* the page it holds for; NULL: none */
@@ -1085,7 +1091,8 @@ struct tsc__bound {
 	uint64_t max_age;	/* ticks past as_of it holds for: then a refresh */
 	uint64_t base_ns;	/* the bound at as_of */
 	uint64_t growth_frac;	/* its growth per tick, ns * 2^64 */
-	uint64_t leap_from;	/* with TSC_BOUND_LEAP (the slow path's): 1 s wider from here for 2 s */
+	/* /dev/vmclock0's disruption_marker; a constant 0 where there is none */
+	const volatile uint64_t *vm_marker;
 } __attribute__((aligned(64)));
 
 /*
@@ -1115,7 +1122,8 @@ int tsc__bounded_read(const volatile struct tsc_timepage *const *slot,
 	__asm__ __volatile__("" : : : "memory");
 	if (__builtin_expect((bseq & 1) | (seq & 1) | p->mult_ns, 0))
 		return 0;
-	if (__builtin_expect(vb->page != p || p->generation != vb->generation, 0))
+	if (__builtin_expect(vb->page != p ||
+			     (p->generation ^ (uint32_t)*vb->vm_marker) != vb->generation, 0))
 		return 0;
 	/* Everything loaded before the TSC is read: after it, only arithmetic waits. */
 	off = p->real_off;

@@ -33,7 +33,11 @@
  * REALTIME - MONOTONIC too); the page withdrawn (another clocksource,
  * the module unloaded) or back, a change of path.  Without a page the
  * slow path compares REALTIME - MONOTONIC at every read, which either
- * moves.  A step or a resume leaves the bound unknown
+ * moves.  Where the hypervisor offers its clock page (vmclock.c), its
+ * disruption marker moved is a disruption too: the fast path compares
+ * the marker's low half (folded into the generation it holds for), the
+ * slow path the whole, a refresh the VM generation as well.  A step, a
+ * resume or a vmclock disruption leaves the bound unknown
  * (TSC_BOUND_DISRUPTED) until the daemon states a maxerror again: one
  * lower than the kernel's growth alone gives.
  */
@@ -158,6 +162,7 @@ struct shot {
 	uint32_t flags;
 	uint32_t disruptions;
 	uint32_t by_cause[8];
+	struct tsc__vmclock vm;		/* the hypervisor's page, if read */
 };
 
 struct state {
@@ -168,6 +173,7 @@ struct state {
 	bool disrupted;
 	long disrupted_maxerror_us;	/* the kernel's maxerror when it was */
 	uint64_t disrupted_mono;
+	struct tsc__vmclock vm_seen;	/* as last read: what the next is compared with */
 	uint64_t skew_gen;		/* the module's tsc/generation + 1 at the skew read; 0 none */
 	uint64_t skew_ns;
 	const char *root;		/* its sysfs root; NULL: the system's */
@@ -207,6 +213,7 @@ struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_ti
 			s->root = copy;
 			/* The page it is for, for good; odd until its first refresh. */
 			s->line.page = page;
+			s->line.vm_marker = tsc__vmclock_marker();
 			s->line.seq = 1;
 			s->next = states;
 			states = s;
@@ -393,6 +400,7 @@ static void take(struct state *s, const volatile struct tsc_timepage *p, bool rd
 		sample_syscall(k);
 		*now = k->mono + (uint64_t)k->real_mono;
 	}
+	tsc__vmclock_read(&k->vm);
 	tsc__ntp_read(&n);
 	tsc__bound_base(&n, skew_of(s, cache), k->on_page ? 1 : 0, *now, &k->base);
 	k->flags = k->base.flags;
@@ -405,11 +413,28 @@ static bool moved(int64_t a, int64_t b, uint64_t slack)
 	return (uint64_t)(a > b ? a - b : b - a) > slack + STEP_TOL_NS;
 }
 
+/*
+ * The hypervisor's page read twice, and between the two its counter was
+ * disrupted: either field moved.
+ */
+static bool vm_moved(const struct tsc__vmclock *o, const struct tsc__vmclock *k)
+{
+	return o->present && k->present &&
+	       (o->marker != k->marker || (o->has_gen && k->has_gen && o->gen != k->gen));
+}
+
+/* The marker moved since shot k read it: the slow path's check, between refreshes. */
+static bool vm_marker_moved(const struct shot *k)
+{
+	return k->vm.present && *tsc__vmclock_marker() != k->vm.marker;
+}
+
 /* The refresher's part: k against the last shot; the caller holds refreshing. */
 static void judge(struct state *s, struct shot *k)
 {
 	const struct shot *o = &s->shot;
 	bool step = false, resume = false, path = false;
+	bool vm = vm_moved(&s->vm_seen, &k->vm);
 	long maxerror = k->maxerror_us;
 
 	memcpy(k->by_cause, o->by_cause, sizeof(k->by_cause));
@@ -438,8 +463,12 @@ static void judge(struct state *s, struct shot *k)
 	k->by_cause[TSC_DISRUPTION_STEP] += step;
 	k->by_cause[TSC_DISRUPTION_RESUME] += resume;
 	k->by_cause[TSC_DISRUPTION_CLOCKSOURCE] += path;
-	k->disruptions += step + resume + path;
-	if (step || resume) {
+	k->by_cause[TSC_DISRUPTION_VMCLOCK] += vm;
+	k->disruptions += step + resume + path + vm;
+	/* A read that would not settle is compared with no one: the last good one stays. */
+	if (k->vm.present)
+		s->vm_seen = k->vm;
+	if (step || resume || vm) {
 		s->disrupted = true;
 		s->disrupted_maxerror_us = maxerror;
 		s->disrupted_mono = k->mono;
@@ -468,7 +497,8 @@ static void publish(struct state *s, struct shot *k)
 	__atomic_store_n(&l->seq, l->seq | 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	s->shot = *k;
-	l->generation = k->generation;
+	/* The marker the fast path compares with: the last read that settled. */
+	l->generation = k->generation ^ (uint32_t)s->vm_seen.marker;
 	l->flags = k->flags;
 	l->disruptions = k->disruptions;
 	/*
@@ -479,7 +509,6 @@ static void publish(struct state *s, struct shot *k)
 	l->max_age = per_tick > 0 ? (uint64_t)(REFRESH_NS / per_tick) : 0;
 	l->base_ns = base;
 	l->growth_frac = k->growth_frac;
-	l->leap_from = k->base.leap_from;
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	__atomic_store_n(&l->seq, (l->seq | 1) + 1, __ATOMIC_RELAXED);
 }
@@ -548,6 +577,8 @@ static void result(const struct shot *k, uint64_t now, uint64_t growth_ns, uint6
 	terms->flags = flags;
 	terms->disruptions = k->disruptions;
 	memcpy(terms->by_cause, k->by_cause, sizeof(terms->by_cause));
+	terms->vmclock_marker = k->vm.marker;
+	terms->vmclock_status = k->vm.present ? k->vm.status : -1;
 }
 
 /*
@@ -586,7 +617,7 @@ void tsc__bounded(struct tsc__bound *const *slot_b,
 		}
 		if (k.on_page) {
 			bool usable = p == s->line.page && read_kernel_page(p, rdtscp, &r) &&
-				      r.generation == k.generation;
+				      r.generation == k.generation && !vm_marker_moved(&k);
 			uint64_t age = usable && r.t > k.t ? r.t - k.t : 0;
 
 			/* Refreshed first if the page moved on, or a second passed. */
@@ -605,11 +636,17 @@ void tsc__bounded(struct tsc__bound *const *slot_b,
 				(void)refresh(s, p, rdtscp);
 			continue;
 		}
-		/* A second on, or a step back (the difference wraps): refreshed first. */
+		/*
+		 * A second on, or a step back (the difference wraps), or the
+		 * hypervisor's marker moved: refreshed first.  If another
+		 * thread refreshes, not bounded until it has.
+		 */
 		now = (uint64_t)realtime();
-		if (now - (k.mono + (uint64_t)k.real_mono) >= REFRESH_NS && !fresh &&
-		    refresh(s, p, rdtscp))
+		if ((now - (k.mono + (uint64_t)k.real_mono) >= REFRESH_NS || vm_marker_moved(&k)) &&
+		    !fresh && refresh(s, p, rdtscp))
 			continue;
+		if (vm_marker_moved(&k))
+			k.flags |= TSC_BOUND_DISRUPTED;
 		/*
 		 * MONOTONIC after REALTIME: the age, counted to no earlier than
 		 * the reading; and REALTIME - MONOTONIC, which only a step moves
@@ -645,6 +682,7 @@ void tsc__bounded(struct tsc__bound *const *slot_b,
 		terms->bound_ns = UINT64_MAX;
 		terms->flags = out->flags;
 		terms->disruptions = out->disruptions;
+		terms->vmclock_status = -1;
 	}
 done:
 	errno = saved;

@@ -157,6 +157,18 @@ struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_ti
 void tsc__bounded(struct tsc__bound *const *slot_b,
 		  const volatile struct tsc_timepage *const *slot_p, const uint32_t *use_rdtscp,
 		  struct tsc_time_bound *out, struct tsc_bound_terms *terms);
+/* vmclock.c: the hypervisor's clock page, /dev/vmclock0 (where a VM has one). */
+struct tsc__vmclock {
+	bool present;		/* read: the device is there and this process may */
+	bool has_gen;		/* the hypervisor keeps vm_generation_counter */
+	uint8_t status;		/* its clock_status (VMCLOCK_STATUS_*) */
+	uint64_t marker;	/* disruption_marker */
+	uint64_t gen;		/* vm_generation_counter, with has_gen */
+};
+/* Its fields, consistent (its seqcount): false if there is none, or it would not settle. */
+bool tsc__vmclock_read(struct tsc__vmclock *v);
+/* Its disruption_marker, for the fast path; a constant 0 where there is none. */
+const volatile uint64_t *tsc__vmclock_marker(void);
 /* Around fork() (sysclock.c's handlers), as tsc__discipline_fork_lock() and kin. */
 void tsc__bound_fork_lock(void);
 void tsc__bound_fork_unlock(void);
@@ -170,6 +182,8 @@ struct timex;
 extern int (*tsc__test_adjtimex)(struct timex *tx);
 /* ... and REALTIME stepped by this much, as the bounded readers' slow path reads it. */
 extern int64_t tsc__test_realtime_step_ns;
+/* ... and the vmclock device read from this file (before the first bounded read). */
+extern const char *tsc__test_vmclock_path;
 /*
  * discipline.c: whether this thread may call adjtimex(): no seccomp
  * filter is on it (a filter may kill the process for the call), or the

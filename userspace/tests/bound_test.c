@@ -4,12 +4,14 @@
  * the test gives (adjtimex() replaced), on a fake page and on
  * clock_gettime(); the bound never under the kernel's maxerror as the
  * kernel grows it; the flags; disruptions by cause, counted once, and a
- * disrupted bound unknown until the daemon speaks again.
+ * disrupted bound unknown until the daemon speaks again; a hypervisor's
+ * vmclock page (a file laid out as the device) and its disruptions.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/timex.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,8 +89,65 @@ static int fake_adjtimex(struct timex *tx)
 	return kern.state;
 }
 
+/*
+ * A vmclock page: a file of one page, laid out as struct vmclock_abi
+ * (<linux/vmclock-abi.h>, checked where the headers have it), mapped
+ * writable; the library maps it read-only, as the device's.
+ */
+#define VM_SEQ		12
+#define VM_MARKER	16
+#define VM_FLAGS	24
+#define VM_STATUS	34
+#define VM_GEN		104
+#define VM_GEN_PRESENT	(1u << 8)
+#if __has_include(<linux/vmclock-abi.h>)
+#include <linux/vmclock-abi.h>
+#include <stddef.h>
+_Static_assert(offsetof(struct vmclock_abi, seq_count) == VM_SEQ, "seq_count");
+_Static_assert(offsetof(struct vmclock_abi, disruption_marker) == VM_MARKER, "marker");
+_Static_assert(offsetof(struct vmclock_abi, flags) == VM_FLAGS, "flags");
+_Static_assert(offsetof(struct vmclock_abi, clock_status) == VM_STATUS, "clock_status");
+_Static_assert(offsetof(struct vmclock_abi, vm_generation_counter) == VM_GEN, "generation");
+_Static_assert(VMCLOCK_FLAG_VM_GEN_COUNTER_PRESENT == VM_GEN_PRESENT, "flag");
+#endif
+
+static volatile unsigned char *fake_vmclock(const char *path, uint64_t marker)
+{
+	static const unsigned char head[12] = { 'V', 'C', 'L', 'K', 0, 0x10, 0, 0, 1, 0, 0xff, 0 };
+	unsigned char pg[PAGE] = { 0 };
+	void *m;
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+
+	if (fd < 0)
+		return NULL;
+	memcpy(pg, head, sizeof(head));	/* magic, size 4096, version 1, counter invalid */
+	pg[VM_SEQ] = 2;
+	memcpy(pg + VM_MARKER, &marker, 8);
+	pg[VM_STATUS] = 2;		/* synchronized */
+	if (write(fd, pg, PAGE) != PAGE) {
+		close(fd);
+		return NULL;
+	}
+	m = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return m == MAP_FAILED ? NULL : m;
+}
+
+/* Set a 64-bit field of the page, under its seqcount, as a hypervisor does. */
+static void vm_set(volatile unsigned char *pg, size_t off, uint64_t v)
+{
+	volatile uint32_t *seq = (volatile uint32_t *)(pg + VM_SEQ);
+
+	*seq += 1;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	*(volatile uint64_t *)(pg + off) = v;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	*seq += 1;
+}
+
 FIXTURE(bound) {
-	char dir[64], path[128];
+	char dir[64], path[128], vmpath[128];
+	volatile unsigned char *vm;
 	struct tsc_clock clk;
 	struct tscfk_clock_page p;
 	struct tsc_sysclock c;
@@ -116,6 +175,11 @@ FIXTURE_SETUP(bound)
 	self->p.boot_off = self->p.mono_off + 60000000000;
 	fake_put(_metadata, self->dir, "/devices/system/cpu/tsc/clock_page", "");
 	fake_page_publish(_metadata, self->path, &self->p);
+	/* Every test here reads a vmclock page too: nothing else moves its marker. */
+	snprintf(self->vmpath, sizeof(self->vmpath), "%s/vmclock0", self->dir);
+	self->vm = fake_vmclock(self->vmpath, 5);
+	ASSERT_NE(NULL, self->vm);
+	tsc__test_vmclock_path = self->vmpath;
 	kern.fail = 0;
 	kern.delay_us = 0;
 	kern.state = TIME_OK;
@@ -577,21 +641,28 @@ TEST_F(bound, disruptions_on_the_page)
 	EXPECT_EQ(4u, b.disruptions);
 }
 
-/* Without a page: clock_gettime()'s REALTIME, and a step seen at the next read. */
-TEST(disruptions_without_a_page)
+/* A clock on clock_gettime() (no sysfs at all), the kernel's maxerror 3 ms. */
+static void syscall_clock(struct __test_metadata *_metadata, struct tsc_sysclock *c)
 {
-	TSC_BOUND_TERMS(t);
-	TSC_SYSCLOCK(c);
 	TSC_SYSCLOCK_OPTS(o, .sysfs_root = "/nonexistent");
-	struct tsc_time_bound b;
-	uint64_t a;
 
 	tsc__test_adjtimex = fake_adjtimex;
 	kern.fail = 0;
 	kern.state = TIME_OK;
 	kern_set(3000, STA_PLL | STA_NANO);
-	ASSERT_EQ(0, tsc_sysclock_init(&c, &o));
-	ASSERT_EQ(TSC_SYSCLOCK_SYSCALL, c.path);
+	ASSERT_EQ(0, tsc_sysclock_init(c, &o));
+	ASSERT_EQ(TSC_SYSCLOCK_SYSCALL, c->path);
+}
+
+/* Without a page: clock_gettime()'s REALTIME, and a step seen at the next read. */
+TEST(disruptions_without_a_page)
+{
+	TSC_BOUND_TERMS(t);
+	TSC_SYSCLOCK(c);
+	struct tsc_time_bound b;
+	uint64_t a;
+
+	syscall_clock(_metadata, &c);
 	a = now(CLOCK_REALTIME);
 	tsc_sysclock_realtime_bounded(&c, &b);
 	EXPECT_LE(a, b.now);
@@ -608,6 +679,125 @@ TEST(disruptions_without_a_page)
 	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
 	tsc__test_realtime_step_ns = 0;
 	tsc__test_adjtimex = NULL;
+}
+
+/*
+ * The hypervisor moved the disruption marker (a live migration): the
+ * very next read counts it and has no bound, until the daemon speaks.
+ * The VM generation moved: counted at the next refresh.
+ */
+TEST_F(bound, a_vmclock_disruption)
+{
+	TSC_BOUND_TERMS(t);
+	struct tsc_time_bound b;
+
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(0u, t.disruptions);
+	EXPECT_FALSE(t.flags & TSC_BOUND_DISRUPTED);
+	EXPECT_EQ(2, t.vmclock_status) TH_LOG("the fixture's vmclock, synchronized");
+	EXPECT_EQ(5u, t.vmclock_marker);
+
+	vm_set(self->vm, VM_MARKER, 6);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(1u, b.disruptions) TH_LOG("the marker moved, not seen at once");
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
+	EXPECT_EQ(UINT64_MAX, b.latest);
+	for (int i = 0; i < 1000; i++) {
+		read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+		ASSERT_EQ(1u, b.disruptions) TH_LOG("one disruption counted again");
+	}
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_VMCLOCK]);
+	EXPECT_EQ(6u, t.vmclock_marker);
+	EXPECT_EQ(0u, t.by_cause[TSC_DISRUPTION_STEP] + t.by_cause[TSC_DISRUPTION_RESUME] +
+		      t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+
+	/* The daemon speaks: a bound again. */
+	kern_set(800, STA_PLL | STA_NANO);
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
+
+	/* The generation, where the hypervisor keeps one: its first reading is no change. */
+	vm_set(self->vm, VM_GEN, 1);
+	vm_set(self->vm, VM_FLAGS, VM_GEN_PRESENT);
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(1u, b.disruptions);
+	vm_set(self->vm, VM_GEN, 2);
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(2u, b.disruptions) TH_LOG("the generation moved, not seen at the refresh");
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(2u, t.by_cause[TSC_DISRUPTION_VMCLOCK]);
+}
+
+/*
+ * A page the hypervisor does not finish writing: read as none meanwhile;
+ * once it settles, compared with the last reading that did.
+ */
+TEST_F(bound, a_vmclock_that_would_not_settle)
+{
+	TSC_BOUND_TERMS(t);
+	struct tsc_time_bound b;
+	volatile uint32_t *seq = (volatile uint32_t *)(self->vm + VM_SEQ);
+
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	*seq += 1;
+	*(volatile uint64_t *)(self->vm + VM_MARKER) = 6;
+	usleep(1100000);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(-1, t.vmclock_status);
+	EXPECT_EQ(0u, t.disruptions);
+	*seq += 1;
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(1u, b.disruptions) TH_LOG("moved while unsettled, not counted once settled");
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(2, t.vmclock_status);
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_VMCLOCK]);
+}
+
+/* Without the kernel's page: the marker compared at every read all the same. */
+TEST(a_vmclock_disruption_without_a_page)
+{
+	TSC_BOUND_TERMS(t);
+	TSC_SYSCLOCK(c);
+	char path[] = "/tmp/vmclock_test.XXXXXX";
+	volatile unsigned char *vm;
+	struct tsc_time_bound b;
+	int fd = mkstemp(path);
+
+	ASSERT_LE(0, fd);
+	close(fd);
+	vm = fake_vmclock(path, 1);
+	ASSERT_NE(NULL, vm);
+	tsc__test_vmclock_path = path;
+	syscall_clock(_metadata, &c);
+	tsc_sysclock_realtime_bounded(&c, &b);
+	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t));
+	EXPECT_EQ(2, t.vmclock_status);
+	vm_set(vm, VM_MARKER, 2);
+	tsc_sysclock_realtime_bounded(&c, &b);
+	EXPECT_EQ(t.disruptions + 1, b.disruptions) TH_LOG("the marker moved, not seen at once");
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t));
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_VMCLOCK]);
+	tsc__test_adjtimex = NULL;
+	unlink(path);
+}
+
+/* No device: nothing read, nothing counted. */
+TEST(no_vmclock)
+{
+	TSC_BOUND_TERMS(t);
+
+	tsc__test_vmclock_path = "/nonexistent/vmclock0";
+	ASSERT_EQ(0, tsc_time_bound_terms(&t));
+	EXPECT_EQ(-1, t.vmclock_status);
+	EXPECT_EQ(0u, t.by_cause[TSC_DISRUPTION_VMCLOCK]);
 }
 
 /* Many readers across a step: counted once, and every reading bounded or flagged. */
