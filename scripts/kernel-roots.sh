@@ -25,6 +25,10 @@ roots=${KERNEL_ROOTS:-/var/cache/tsc-freq-khz/kernel-roots}
 # Suite of each root, and the suites whose kernels it installs: trixie
 # ships 6.12 and its backports the newest stable kernel.
 declare -A kernel_suites=([trixie]="trixie trixie-backports" [sid]="sid")
+# Programs of a suite's own that this machine's are too old for: trixie's
+# QEMU 10 has the vmclock device (scripts/vm/migrate_test.py runs it
+# there, booting that root's newest kernel, which has the driver).
+declare -A suite_tools=([trixie]="qemu-system-x86")
 # What building the module needs there (sparse for C=2), and a tool to
 # make an initramfs, which the images require (INITRD=No: none is made,
 # the guest boots one of its own).
@@ -114,6 +118,15 @@ update_root() {
 	local suite=$1 root=$roots/$1 s m want=() have=() old=() new=()
 	[[ -d $root ]] || make_root "$suite"
 	in_root "$root" /tmp apt-get update -qq
+	# shellcheck disable=SC2016,SC2086 # dpkg-query's format; a list of packages
+	if [[ -n ${suite_tools[$suite]:-} ]] &&
+		! in_root "$root" /tmp dpkg-query -W -f '${db:Status-Abbrev}\n' ${suite_tools[$suite]} 2> /dev/null |
+		awk '$1 != "ii" { bad = 1 } END { exit bad || NR == 0 }'; then
+		echo "kernel-roots: $suite: installing ${suite_tools[$suite]}"
+		in_root "$root" /tmp apt-get install -y -qq --no-install-recommends ${suite_tools[$suite]} \
+			> "$roots/$suite-install.log" 2>&1 ||
+			{ tail -n 20 "$roots/$suite-install.log" >&2; die "$suite: apt-get install failed"; }
+	fi
 	# The flavours' packages only, as resolve() names them: not the
 	# -common ones they depend on, which apt-get purge would take the
 	# headers of every kernel away with.
@@ -188,6 +201,8 @@ run)
 	}
 	root=$2 dir=$(cd "$3" && pwd)
 	shift 4
+	# The command's status is the run's: no failure of ours to report.
+	trap - ERR
 	in_root "$root" "$dir" "$@" ;;
 *)
 	echo "usage: $0 update | list | root RELEASE | run ROOT DIR -- COMMAND [ARG]..." >&2

@@ -8,6 +8,7 @@
  * the kernel's TAI offset set by adjtimex(); a mapping outlives
  * the module and then says it is gone, also one that a forked child
  * inherited and never touched, after drop_caches, through libtsc's clock;
+ * libtsc's bounded clock counts the unload as a change of path, once;
  * libtsc's sysfs and perf rates lie within their hard bounds of the rate
  * MONOTONIC_RAW counts the TSC at.
  * Loads the module itself, from $TSCFK_KO; starts and ends with it
@@ -501,6 +502,47 @@ TEST_F(module, mapping_outlives_the_module)
 	EXPECT_EQ(TSCFK_CLOCK_GONE, flags);
 	munmap((void *)old, PAGE);
 	munmap((void *)p, PAGE);
+}
+
+/*
+ * libtsc's bounded clock across a reload: the unload is one change of
+ * path (to clock_gettime()), counted by the first reading after it; the
+ * clock stays there when the module is back, and counts nothing more; a
+ * clock set up after the load reads the new page, with counts of its own.
+ */
+TEST_F(module, a_bounded_clock_counts_a_reload)
+{
+	TSC_SYSCLOCK(c);
+	TSC_SYSCLOCK(again);
+	TSC_BOUND_TERMS(t0);
+	TSC_BOUND_TERMS(t);
+	struct tsc_time_bound b;
+
+	ASSERT_EQ(0, module_load(""));
+	if (!clocksource_is_tsc())
+		SKIP(return, "the clocksource is not tsc: the library does not read the page");
+	ASSERT_EQ(0, tsc_sysclock_init(&c, NULL)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, c.path) TH_LOG("%s", c.why);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t0));
+	EXPECT_EQ(1u, t0.reading_ns) TH_LOG("read on the page");
+	ASSERT_EQ(0, module_unload());
+	tsc_sysclock_realtime_bounded(&c, &b);
+	EXPECT_EQ(t0.disruptions + 1, b.disruptions) TH_LOG("the unload not counted at once");
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t));
+	EXPECT_EQ(t0.by_cause[TSC_DISRUPTION_CLOCKSOURCE] + 1, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+	EXPECT_EQ(0u, t.reading_ns) TH_LOG("clock_gettime() since");
+	EXPECT_FALSE(t.flags & TSC_BOUND_DISRUPTED) TH_LOG("the same clocks, read another way");
+
+	ASSERT_EQ(0, module_load(""));
+	for (int i = 0; i < 1000; i++) {
+		tsc_sysclock_realtime_bounded(&c, &b);
+		ASSERT_EQ(t.disruptions, b.disruptions) TH_LOG("the old page's clock counted again");
+	}
+	ASSERT_EQ(0, tsc_sysclock_init(&again, NULL)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, again.path) TH_LOG("%s", again.why);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&again, &t));
+	EXPECT_EQ(1u, t.reading_ns) TH_LOG("the new page");
+	EXPECT_EQ(0u, t.disruptions) TH_LOG("a new page's state counts from its own start");
 }
 
 /*

@@ -7,6 +7,11 @@
 # binaries are the host's. The exit status leaves through the isa-debug-exit
 # port 0x501; qemu exits on that write, so no shutdown sequence is needed.
 # Kernel command line: vmrun.repo=/abs/repo vmrun.cmd=repo-relative/file
+#
+# Or vmrun.local=/path: a program in the initramfs itself (an archive
+# appended to this one), run with no share mounted, after the modules
+# listed in /modules/local.order: a guest that QEMU can migrate, which a
+# mounted 9p share forbids (scripts/vm/migrate_test.py).
 
 export PATH=/sbin:/bin:/usr/sbin:/usr/bin
 
@@ -43,15 +48,45 @@ for arg in $cmdline; do
 	case $arg in
 	vmrun.repo=*) repo=${arg#*=} ;;
 	vmrun.cmd=*) cmd=${arg#*=} ;;
+	vmrun.local=*) local_cmd=${arg#*=} ;;
 	esac
 done
-if [ -z "${repo:-}" ] || [ -z "${cmd:-}" ]; then
+if [ -z "${local_cmd:-}" ] && { [ -z "${repo:-}" ] || [ -z "${cmd:-}" ]; }; then
 	fail "no vmrun.repo/vmrun.cmd on the kernel command line"
 fi
 
-while read -r mod; do
-	must insmod "/modules/$mod.ko"
-done </modules/order
+load_modules() {
+	while read -r mod; do
+		must insmod "/modules/$mod.ko"
+	done <"$1"
+}
+
+# The command's status, its line for run-in-vm.sh, and out through the port.
+finish() {
+	status=$1
+	sync
+	# Booted with the console showing only the kernel's errors as they come
+	# (run-in-vm.sh --errors-on-console): the rest of its log, now.
+	case " $cmdline " in
+	*" vmrun.dmesg=1 "*) echo "vmrun: the kernel log:"; dmesg ;;
+	esac
+	echo "vmrun: command exited with status $status"
+	drain_console
+	# qemu exits with (byte << 1) | 1 on this write; run-in-vm.sh recovers the
+	# 8th bit, lost in qemu's 8-bit exit code, from the line echoed above.
+	# shellcheck disable=SC2059 # the format is the octal escape of the status byte
+	printf "\\$(printf %o "$status")" | dd of=/dev/port bs=1 seek=1281 count=1 conv=notrunc 2>/dev/null
+	fail "isa-debug-exit port write did not stop qemu"
+}
+
+if [ -n "${local_cmd:-}" ]; then
+	load_modules /modules/local.order
+	echo "vmrun: starting command (guest uptime $(cut -d' ' -f1 /proc/uptime)s)"
+	env -i PATH="$PATH" "$local_cmd" </dev/null
+	finish $?
+fi
+
+load_modules /modules/order
 
 # Large msize: 9p throughput is bound by message size. cache=loose on the
 # read-only root makes exec/reads of host binaries much faster; the writable
@@ -76,17 +111,4 @@ must mount -t 9p -o "$p9,cache=none" work "/host$repo"
 echo "vmrun: starting command (guest uptime $(cut -d' ' -f1 /proc/uptime)s)"
 # A clean environment: run-in-vm.sh's command file exports what it needs.
 env -i chroot /host /bin/sh "$repo/$cmd" </dev/null
-status=$?
-sync
-# Booted with the console showing only the kernel's errors as they come
-# (run-in-vm.sh --errors-on-console): the rest of its log, now.
-case " $cmdline " in
-*" vmrun.dmesg=1 "*) echo "vmrun: the kernel log:"; dmesg ;;
-esac
-echo "vmrun: command exited with status $status"
-drain_console
-# qemu exits with (byte << 1) | 1 on this write; run-in-vm.sh recovers the
-# 8th bit, lost in qemu's 8-bit exit code, from the line echoed above.
-# shellcheck disable=SC2059 # the format is the octal escape of the status byte
-printf "\\$(printf %o "$status")" | dd of=/dev/port bs=1 seek=1281 count=1 conv=notrunc 2>/dev/null
-fail "isa-debug-exit port write did not stop qemu"
+finish $?

@@ -1,0 +1,272 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Run a program in a QEMU guest with a vmclock device, and migrate the
+guest to a file and back when the program asks (a console line "vmrun:
+migrate to a file and back").
+
+QEMU's vmclock device (QEMU 10 and later) moves its disruption_marker
+when a guest is loaded from a migration stream: the event a hypervisor
+signals after a live migration.  A guest with a 9p share mounted cannot
+migrate, so the program runs from the initramfs itself (guest-init.sh's
+vmrun.local), static, with the modules it names loaded first.  QEMU and
+the kernel come from a root of scripts/kernel-roots.sh (trixie's: QEMU 10,
+kernels 7.x with the vmclock driver); QEMU runs there.
+
+Usage: migrate_test.py --kernel RELEASE --program PATH [--module KO]...
+                       [--kmod NAME]... [--log FILE] [--timeout SEC]
+  --module: a module file to load (ours); --kmod: a module of the kernel's,
+  with its dependencies.  Exit: the program's status; 4 (a reason on
+  stdout) if no root has the kernel or its QEMU no vmclock; 125 if the
+  guest died, the migration failed, or the kernel log shows trouble.
+"""
+import argparse
+import lzma
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+REPO = os.path.realpath(os.path.join(HERE, "..", ".."))
+ROOTS = os.path.join(REPO, "scripts", "kernel-roots.sh")
+ASK = "vmrun: migrate to a file and back"
+# As run-in-vm.sh judges a guest's kernel log.
+TROUBLE = re.compile(r"\[ *[0-9]+\.[0-9]+\].*(Kernel panic|BUG:|Oops|WARNING:|soft lockup|"
+                     r"hard LOCKUP|rcu.*(stall|Stall)|blocked for more than)")
+
+
+def die(msg, code=125):
+    print(f"migrate_test: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def skip(msg):
+    print(f"migrate_test: SKIP: {msg}")
+    sys.exit(4)
+
+
+def in_root(root, *cmd, **kw):
+    return subprocess.run([ROOTS, "run", root, REPO, "--", *cmd], **kw)
+
+
+def kernel_modules(root, release, names):
+    """Paths of names and their dependencies, in load order; built-in ones left out."""
+    moddir = os.path.join(root, "lib", "modules", release)
+    with open(os.path.join(moddir, "modules.builtin")) as f:
+        builtin = {os.path.basename(line.strip()) for line in f}
+    deps = {}
+    with open(os.path.join(moddir, "modules.dep")) as f:
+        for line in f:
+            mod, _, rest = line.partition(":")
+            deps[re.sub(r"\.ko(\..*)?$", "", os.path.basename(mod))] = (mod, rest.split())
+    order = []
+
+    def visit(name):
+        if f"{name}.ko" in builtin or any(name == n for n, _ in order):
+            return
+        if name not in deps:
+            die(f"module {name} is neither built into {release} nor in {moddir}", 1)
+        path, after = deps[name]
+        for dep in reversed(after):
+            visit(re.sub(r"\.ko(\..*)?$", "", os.path.basename(dep)))
+        order.append((name, os.path.join(moddir, path)))
+
+    for name in names:
+        visit(name)
+    return order
+
+
+def initramfs(out, release, root, program, modules, kmods):
+    """The harness's initramfs, and an archive after it with the program and modules."""
+    base = out + ".base"
+    subprocess.run([os.path.join(HERE, "mkinitramfs.sh"), release, base, root], check=True)
+    with tempfile.TemporaryDirectory() as stage:
+        os.makedirs(os.path.join(stage, "modules"))
+        shutil.copy(program, os.path.join(stage, os.path.basename(program)))
+        names = []
+        for name, path in kernel_modules(root, release, kmods):
+            data = lzma.open(path).read() if path.endswith(".xz") else open(path, "rb").read()
+            with open(os.path.join(stage, "modules", name + ".ko"), "wb") as f:
+                f.write(data)
+            names.append(name)
+        for path in modules:
+            name = os.path.basename(path)[:-3]
+            shutil.copy(path, os.path.join(stage, "modules", name + ".ko"))
+            names.append(name)
+        with open(os.path.join(stage, "modules", "local.order"), "w") as f:
+            f.write("".join(n + "\n" for n in names))
+        files = subprocess.run("find . | LC_ALL=C sort", shell=True, cwd=stage, check=True,
+                               capture_output=True).stdout
+        extra = subprocess.run(["busybox", "cpio", "-o", "-H", "newc"], cwd=stage, input=files,
+                               check=True, capture_output=True).stdout
+    with open(out, "wb") as f:
+        # The kernel unpacks archives one after another, later files over earlier.
+        f.write(open(base, "rb").read())
+        f.write(subprocess.run(["gzip", "-1"], input=extra, check=True,
+                               capture_output=True).stdout)
+    os.unlink(base)
+
+
+class Monitor:
+    """QEMU's human monitor on a unix socket."""
+
+    def __init__(self, path, deadline):
+        while True:
+            try:
+                self.s = socket.socket(socket.AF_UNIX)
+                self.s.settimeout(30)
+                self.s.connect(path)
+                break
+            except OSError:
+                self.s.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self.read()  # the banner and its prompt
+
+    def read(self):
+        seen = b""
+        while not seen.endswith(b"(qemu) "):
+            data = self.s.recv(4096)
+            if not data:
+                break
+            seen += data
+        return seen.decode(errors="replace")
+
+    def cmd(self, line):
+        self.s.sendall(line.encode() + b"\n")
+        return self.read()
+
+
+class Guest:
+    """One QEMU process, its console into the log; seen: the lines so far."""
+
+    def __init__(self, root, argv, log):
+        self.p = subprocess.Popen([ROOTS, "run", root, REPO, "--", *argv],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+        self.lines = []
+        self.t = threading.Thread(target=self.pump, args=(log,), daemon=True)
+        self.t.start()
+
+    def pump(self, log):
+        for raw in self.p.stdout:
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            self.lines.append(line)
+            log.write(line + "\n")
+            log.flush()
+            print(line, flush=True)
+
+    def wait(self, timeout):
+        try:
+            self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.p.pid, 9)
+            self.p.wait()
+            return None
+        self.t.join(10)
+        return self.p.returncode
+
+    def kill(self):
+        if self.p.poll() is None:
+            os.killpg(self.p.pid, 9)
+            self.p.wait()
+
+
+def wait_for(cond, deadline, what):
+    while not cond():
+        if time.monotonic() > deadline:
+            die(f"timeout: {what}")
+        time.sleep(0.2)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--program", required=True)
+    ap.add_argument("--module", action="append", default=[])
+    ap.add_argument("--kmod", action="append", default=[])
+    ap.add_argument("--log")
+    ap.add_argument("--timeout", type=int, default=900)
+    a = ap.parse_args()
+
+    r = subprocess.run([ROOTS, "root", a.kernel], capture_output=True, text=True)
+    if r.returncode:
+        skip(f"no root of scripts/kernel-roots.sh has kernel {a.kernel}")
+    root = r.stdout.split()[0]
+    q = in_root(root, "sh", "-c", "qemu-system-x86_64 -device help", capture_output=True, text=True)
+    if '"vmclock"' not in q.stdout:
+        skip(f"the QEMU of {root} has no vmclock device (QEMU 10 has; kernel-roots.sh update installs it)")
+
+    work = os.path.join(REPO, "build", "vm", f"migrate.{os.getpid()}")
+    os.makedirs(work)
+    log_path = a.log or os.path.join(REPO, "build", "vm", "migrate.log")
+    initrd = os.path.join(work, "initramfs.cpio.gz")
+    initramfs(initrd, a.kernel, root, a.program, a.module, a.kmod)
+    state = os.path.join(work, "state")
+    argv = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "512",
+            "-nographic", "-no-reboot", "-nic", "none",
+            "-device", "isa-debug-exit,iobase=0x501,iosize=0x01", "-device", "vmclock",
+            "-kernel", f"/boot/vmlinuz-{a.kernel}", "-initrd", initrd,
+            "-append", "console=ttyS0 panic=-1 oops=panic printk.time=1 "
+                       f"vmrun.local=/{os.path.basename(a.program)}"]
+    deadline = time.monotonic() + a.timeout
+    guests = []
+    try:
+        with open(log_path, "w") as log:
+            src = Guest(root, argv + ["-monitor", f"unix:{work}/mon-src,server=on,wait=off"], log)
+            guests.append(src)
+            wait_for(lambda: ASK in src.lines or src.p.poll() is not None, deadline,
+                     "the guest did not ask for the migration")
+            if src.p.poll() is not None:
+                die(f"the guest ended before it asked for the migration (qemu exit {src.p.returncode})")
+            mon = Monitor(f"{work}/mon-src", deadline)
+            print(f"migrate_test: migrating the guest to {state}", flush=True)
+            mon.cmd(f"migrate file:{state}")
+            status = ""
+            while "completed" not in status:
+                if time.monotonic() > deadline or "failed" in status:
+                    die(f"the migration did not complete: {status.strip()}")
+                time.sleep(0.5)
+                status = next((ln for ln in mon.cmd("info migrate").splitlines()
+                               if ln.startswith("Migration status") or ln.startswith("Status")), "")
+            mon.cmd("quit")
+            src.wait(60)
+            print("migrate_test: the source is gone; loading the guest from the file", flush=True)
+            dst = Guest(root, argv + ["-monitor", f"unix:{work}/mon-dst,server=on,wait=off",
+                                      "-incoming", f"file:{state}"], log)
+            guests.append(dst)
+            mon = Monitor(f"{work}/mon-dst", deadline)
+            while "running" not in mon.cmd("info status"):
+                if dst.p.poll() is not None or time.monotonic() > deadline:
+                    break
+                if "paused" in mon.cmd("info status"):
+                    mon.cmd("cont")
+                time.sleep(0.5)
+            rc = dst.wait(max(1, deadline - time.monotonic()))
+    finally:
+        for g in guests:
+            g.kill()
+        shutil.rmtree(work, ignore_errors=True)
+    lines = [ln for g in guests for ln in g.lines]
+    trouble = [ln for ln in lines if TROUBLE.search(ln)]
+    for ln in trouble[:20]:
+        print(f"migrate_test: kernel log shows: {ln}", file=sys.stderr)
+    reported = [int(m.group(1)) for ln in lines
+                for m in [re.search(r"vmrun: command exited with status (\d+)", ln)] if m]
+    if rc is None:
+        die(f"timeout: no result within {a.timeout} s")
+    if not reported:
+        die(f"the guest died: qemu exited {rc} without a status (see {log_path})")
+    if trouble:
+        die(f"failing: kernel problems above (command status {reported[-1]})")
+    return reported[-1]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
