@@ -20,7 +20,6 @@ Usage: migrate_test.py --kernel RELEASE --program PATH [--module KO]...
   guest died, the migration failed, or the kernel log shows trouble.
 """
 import argparse
-import lzma
 import os
 import re
 import shutil
@@ -46,7 +45,7 @@ def die(msg, code=125):
 
 
 def skip(msg):
-    print(f"migrate_test: SKIP: {msg}")
+    print(f"migrate_test: SKIP: {msg}", file=sys.stderr)
     sys.exit(4)
 
 
@@ -89,10 +88,16 @@ def initramfs(out, release, root, program, modules, kmods):
         os.makedirs(os.path.join(stage, "modules"))
         shutil.copy(program, os.path.join(stage, os.path.basename(program)))
         names = []
+        # busybox insmod cannot read compressed modules: stored plain.
+        unpack = {".xz": ["xz", "-dc"], ".zst": ["zstd", "-qdc"], ".gz": ["gzip", "-dc"]}
         for name, path in kernel_modules(root, release, kmods):
-            data = lzma.open(path).read() if path.endswith(".xz") else open(path, "rb").read()
             with open(os.path.join(stage, "modules", name + ".ko"), "wb") as f:
-                f.write(data)
+                ext = os.path.splitext(path)[1]
+                if ext in unpack:
+                    subprocess.run(unpack[ext] + [path], stdout=f, check=True)
+                else:
+                    with open(path, "rb") as src:
+                        shutil.copyfileobj(src, f)
             names.append(name)
         for path in modules:
             name = os.path.basename(path)[:-3]
@@ -104,18 +109,18 @@ def initramfs(out, release, root, program, modules, kmods):
                                capture_output=True).stdout
         extra = subprocess.run(["busybox", "cpio", "-o", "-H", "newc"], cwd=stage, input=files,
                                check=True, capture_output=True).stdout
-    with open(out, "wb") as f:
+    with open(out, "wb") as f, open(base, "rb") as b:
         # The kernel unpacks archives one after another, later files over earlier.
-        f.write(open(base, "rb").read())
+        shutil.copyfileobj(b, f)
         f.write(subprocess.run(["gzip", "-1"], input=extra, check=True,
                                capture_output=True).stdout)
     os.unlink(base)
 
 
 class Monitor:
-    """QEMU's human monitor on a unix socket."""
+    """QEMU's human monitor on a unix socket, once guest's QEMU has made it."""
 
-    def __init__(self, path, deadline):
+    def __init__(self, path, guest, deadline):
         while True:
             try:
                 self.s = socket.socket(socket.AF_UNIX)
@@ -124,8 +129,10 @@ class Monitor:
                 break
             except OSError:
                 self.s.close()
+                if guest.p.poll() is not None:
+                    die(f"qemu exited {guest.p.returncode} before its monitor answered")
                 if time.monotonic() > deadline:
-                    raise
+                    die(f"timeout: no monitor at {path}")
                 time.sleep(0.2)
         self.read()  # the banner and its prompt
 
@@ -158,9 +165,12 @@ class Guest:
         for raw in self.p.stdout:
             line = raw.decode(errors="replace").rstrip("\r\n")
             self.lines.append(line)
-            log.write(line + "\n")
-            log.flush()
             print(line, flush=True)
+            try:
+                log.write(line + "\n")
+                log.flush()
+            except ValueError:  # closed: the run is over, its verdict taken
+                pass
 
     def wait(self, timeout):
         try:
@@ -207,7 +217,6 @@ def main():
     os.makedirs(work)
     log_path = a.log or os.path.join(REPO, "build", "vm", "migrate.log")
     initrd = os.path.join(work, "initramfs.cpio.gz")
-    initramfs(initrd, a.kernel, root, a.program, a.module, a.kmod)
     state = os.path.join(work, "state")
     argv = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "512",
             "-nographic", "-no-reboot", "-nic", "none",
@@ -218,16 +227,17 @@ def main():
     deadline = time.monotonic() + a.timeout
     guests = []
     try:
+        initramfs(initrd, a.kernel, root, a.program, a.module, a.kmod)
         with open(log_path, "w") as log:
             src = Guest(root, argv + ["-monitor", f"unix:{work}/mon-src,server=on,wait=off"], log)
             guests.append(src)
-            wait_for(lambda: ASK in src.lines or src.p.poll() is not None, deadline,
-                     "the guest did not ask for the migration")
+            wait_for(lambda: any(ASK in ln for ln in src.lines) or src.p.poll() is not None,
+                     deadline, "the guest did not ask for the migration")
             if src.p.poll() is not None:
                 die(f"the guest ended before it asked for the migration (qemu exit {src.p.returncode})")
-            mon = Monitor(f"{work}/mon-src", deadline)
+            mon = Monitor(f"{work}/mon-src", src, deadline)
             print(f"migrate_test: migrating the guest to {state}", flush=True)
-            mon.cmd(f"migrate file:{state}")
+            mon.cmd(f"migrate -d file:{state}")
             status = ""
             while "completed" not in status:
                 if time.monotonic() > deadline or "failed" in status:
@@ -241,7 +251,7 @@ def main():
             dst = Guest(root, argv + ["-monitor", f"unix:{work}/mon-dst,server=on,wait=off",
                                       "-incoming", f"file:{state}"], log)
             guests.append(dst)
-            mon = Monitor(f"{work}/mon-dst", deadline)
+            mon = Monitor(f"{work}/mon-dst", dst, deadline)
             while "running" not in mon.cmd("info status"):
                 if dst.p.poll() is not None or time.monotonic() > deadline:
                     break
@@ -249,6 +259,10 @@ def main():
                     mon.cmd("cont")
                 time.sleep(0.5)
             rc = dst.wait(max(1, deadline - time.monotonic()))
+            for g in guests:
+                g.t.join(10)  # the console's last lines, before the log closes
+    except (OSError, subprocess.CalledProcessError) as e:
+        die(f"{e}")
     finally:
         for g in guests:
             g.kill()

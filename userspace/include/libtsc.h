@@ -596,7 +596,8 @@ struct tsc_bound_terms {
 	uint32_t disruptions;	/* all causes */
 	uint32_t by_cause[8];	/* by enum tsc_disruption */
 	uint64_t vmclock_marker;	/* /dev/vmclock0's disruption_marker, as last read */
-	int32_t vmclock_status;	/* and its clock_status (VMCLOCK_STATUS_*); -1: no vmclock read */
+	/* and its clock_status (VMCLOCK_STATUS_*); -1 none, -2 not this process's, -3 mid-write */
+	int32_t vmclock_status;
 	size_t :0;		/* later fields start here: see struct tsc_opts */
 };
 
@@ -1083,7 +1084,7 @@ static inline uint64_t tsc_boottime_ns_unordered(void)
  */
 struct tsc__bound {
 	uint32_t seq;		/* odd: being written */
-	uint32_t generation;	/* the page's, xor the marker's low half, when taken */
+	uint32_t generation;	/* the page's, when taken */
 	uint32_t flags;		/* TSC_BOUND_* */
 	uint32_t disruptions;
 	const volatile struct tsc_timepage *page;	/* the page it holds for; NULL: none */
@@ -1091,9 +1092,14 @@ struct tsc__bound {
 	uint64_t max_age;	/* ticks past as_of it holds for: then a refresh */
 	uint64_t base_ns;	/* the bound at as_of */
 	uint64_t growth_frac;	/* its growth per tick, ns * 2^64 */
-	/* /dev/vmclock0's disruption_marker; a constant 0 where there is none */
-	const volatile uint64_t *vm_marker;
+	uint64_t vm_marker;	/* *tsc__vm_marker, when taken */
 } __attribute__((aligned(64)));
+
+/*
+ * /dev/vmclock0's disruption_marker, which its hypervisor moves after a
+ * live migration; a constant 0 where the process has none mapped.
+ */
+extern const volatile uint64_t *tsc__vm_marker;
 
 /*
  * REALTIME from the kernel's page *slot, read as tsc__page_read() reads
@@ -1109,6 +1115,7 @@ int tsc__bounded_read(const volatile struct tsc_timepage *const *slot,
 	const uint64_t max_delta = __atomic_load_n(max_delta_p, __ATOMIC_ACQUIRE);
 	const struct tsc__bound *b = __atomic_load_n(bslot, __ATOMIC_ACQUIRE);
 	const volatile struct tsc_timepage *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	const volatile uint64_t *vm = __atomic_load_n(&tsc__vm_marker, __ATOMIC_ACQUIRE);
 	const volatile struct tsc__bound *vb = b;
 	__extension__ unsigned __int128 x;
 	uint64_t t, off, last, as_of, max_age, base, growth, w, real;
@@ -1122,8 +1129,7 @@ int tsc__bounded_read(const volatile struct tsc_timepage *const *slot,
 	__asm__ __volatile__("" : : : "memory");
 	if (__builtin_expect((bseq & 1) | (seq & 1) | p->mult_ns, 0))
 		return 0;
-	if (__builtin_expect(vb->page != p ||
-			     (p->generation ^ (uint32_t)*vb->vm_marker) != vb->generation, 0))
+	if (__builtin_expect(vb->page != p || p->generation != vb->generation, 0))
 		return 0;
 	/* Everything loaded before the TSC is read: after it, only arithmetic waits. */
 	off = p->real_off;
@@ -1144,7 +1150,11 @@ int tsc__bounded_read(const volatile struct tsc_timepage *const *slot,
 	x = x * p->mult + p->frac;
 	w = base + tsc_mul_frac(t - as_of, growth);
 	__asm__ __volatile__("" : : : "memory");
-	if (__builtin_expect(p->seq != seq || vb->seq != bseq, 0))
+	/*
+	 * The marker after the TSC: a guest migrated before the reading
+	 * (between any load above and it) reads the new one here.
+	 */
+	if (__builtin_expect(p->seq != seq || vb->seq != bseq || *vm != vb->vm_marker, 0))
 		return 0;
 	real = (uint64_t)(x >> 64) + off;
 	out->now = real;

@@ -34,10 +34,11 @@
  * the module unloaded) or back, a change of path.  Without a page the
  * slow path compares REALTIME - MONOTONIC at every read, which either
  * moves.  Where the hypervisor offers its clock page (vmclock.c), its
- * disruption marker moved is a disruption too: the fast path compares
- * the marker's low half (folded into the generation it holds for), the
- * slow path the whole, a refresh the VM generation as well.  A step, a
- * resume or a vmclock disruption leaves the bound unknown
+ * disruption marker moved is a disruption too: every reader compares it
+ * after its TSC reading, a refresh the VM generation as well; a page
+ * that would not settle leaves the bound unknown, uncounted, until the
+ * next refresh reads it.  A step, a resume or a vmclock disruption
+ * leaves the bound unknown
  * (TSC_BOUND_DISRUPTED) until the daemon states a maxerror again: one
  * lower than the kernel's growth alone gives.
  */
@@ -163,6 +164,8 @@ struct shot {
 	uint32_t disruptions;
 	uint32_t by_cause[8];
 	struct tsc__vmclock vm;		/* the hypervisor's page, if read */
+	int vm_err;			/* tsc__vmclock_read()'s */
+	struct tsc__vmclock vm_ref;	/* the last that settled (judge()'s): the readers compare */
 };
 
 struct state {
@@ -213,7 +216,8 @@ struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_ti
 			s->root = copy;
 			/* The page it is for, for good; odd until its first refresh. */
 			s->line.page = page;
-			s->line.vm_marker = tsc__vmclock_marker();
+			/* The device mapped before any reader compares its marker. */
+			(void)tsc__vmclock_marker();
 			s->line.seq = 1;
 			s->next = states;
 			states = s;
@@ -400,7 +404,7 @@ static void take(struct state *s, const volatile struct tsc_timepage *p, bool rd
 		sample_syscall(k);
 		*now = k->mono + (uint64_t)k->real_mono;
 	}
-	tsc__vmclock_read(&k->vm);
+	k->vm_err = tsc__vmclock_read(&k->vm);
 	tsc__ntp_read(&n);
 	tsc__bound_base(&n, skew_of(s, cache), k->on_page ? 1 : 0, *now, &k->base);
 	k->flags = k->base.flags;
@@ -423,10 +427,10 @@ static bool vm_moved(const struct tsc__vmclock *o, const struct tsc__vmclock *k)
 	       (o->marker != k->marker || (o->has_gen && k->has_gen && o->gen != k->gen));
 }
 
-/* The marker moved since shot k read it: the slow path's check, between refreshes. */
+/* The marker moved since shot k's reference: the slow path's check, between refreshes. */
 static bool vm_marker_moved(const struct shot *k)
 {
-	return k->vm.present && *tsc__vmclock_marker() != k->vm.marker;
+	return k->vm_ref.present && *tsc__vmclock_marker() != k->vm_ref.marker;
 }
 
 /* The refresher's part: k against the last shot; the caller holds refreshing. */
@@ -465,9 +469,15 @@ static void judge(struct state *s, struct shot *k)
 	k->by_cause[TSC_DISRUPTION_CLOCKSOURCE] += path;
 	k->by_cause[TSC_DISRUPTION_VMCLOCK] += vm;
 	k->disruptions += step + resume + path + vm;
-	/* A read that would not settle is compared with no one: the last good one stays. */
+	/*
+	 * A read that would not settle is compared with no one: the last
+	 * good one stays, and the bound is unknown (uncounted) until one does.
+	 */
 	if (k->vm.present)
 		s->vm_seen = k->vm;
+	else if (k->vm_err == -EAGAIN)
+		k->flags |= TSC_BOUND_DISRUPTED;
+	k->vm_ref = s->vm_seen;
 	if (step || resume || vm) {
 		s->disrupted = true;
 		s->disrupted_maxerror_us = maxerror;
@@ -497,8 +507,9 @@ static void publish(struct state *s, struct shot *k)
 	__atomic_store_n(&l->seq, l->seq | 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	s->shot = *k;
-	/* The marker the fast path compares with: the last read that settled. */
-	l->generation = k->generation ^ (uint32_t)s->vm_seen.marker;
+	l->generation = k->generation;
+	/* The marker the readers compare with: the last read that settled. */
+	l->vm_marker = k->vm_ref.marker;
 	l->flags = k->flags;
 	l->disruptions = k->disruptions;
 	/*
@@ -577,8 +588,9 @@ static void result(const struct shot *k, uint64_t now, uint64_t growth_ns, uint6
 	terms->flags = flags;
 	terms->disruptions = k->disruptions;
 	memcpy(terms->by_cause, k->by_cause, sizeof(terms->by_cause));
-	terms->vmclock_marker = k->vm.marker;
-	terms->vmclock_status = k->vm.present ? k->vm.status : -1;
+	terms->vmclock_marker = k->vm.present ? k->vm.marker : k->vm_ref.marker;
+	terms->vmclock_status = k->vm.present ? k->vm.status :
+				k->vm_err == -EACCES ? -2 : k->vm_err == -EAGAIN ? -3 : -1;
 }
 
 /*
@@ -596,10 +608,11 @@ void tsc__bounded(struct tsc__bound *const *slot_b,
 	bool rdtscp = __atomic_load_n(use_rdtscp, __ATOMIC_RELAXED);
 	struct state *s = b ? (struct state *)b : &fallback;
 	int saved = errno;
+	bool vm_tried = false;	/* refreshed for a marker that moved: once is enough */
 	struct shot k;
 
 	for (int tries = 0; tries < 3; tries++) {
-		bool fresh = false;
+		bool fresh = false, vm;
 		struct page_now r;
 		uint64_t now, m;
 
@@ -617,15 +630,22 @@ void tsc__bounded(struct tsc__bound *const *slot_b,
 		}
 		if (k.on_page) {
 			bool usable = p == s->line.page && read_kernel_page(p, rdtscp, &r) &&
-				      r.generation == k.generation && !vm_marker_moved(&k);
+				      r.generation == k.generation;
 			uint64_t age = usable && r.t > k.t ? r.t - k.t : 0;
 
-			/* Refreshed first if the page moved on, or a second passed. */
-			if ((!usable || (double)age * k.ns_per_tick >= REFRESH_NS) && !fresh &&
-			    refresh(s, p, rdtscp))
+			vm = vm_marker_moved(&k);
+
+			/* Refreshed first if the page or the marker moved on, or a second passed. */
+			if ((!usable || (vm && !vm_tried) || (double)age * k.ns_per_tick >= REFRESH_NS) &&
+			    !fresh && refresh(s, p, rdtscp)) {
+				vm_tried |= vm;
 				continue;
+			}
 			if (!usable)
 				continue;	/* another thread refreshes: again */
+			/* Another thread refreshes, or the page would not settle: no bound yet. */
+			if (vm)
+				k.flags |= TSC_BOUND_DISRUPTED;
 			result(&k, r.real, tsc_mul_frac(age, k.growth_frac),
 			       (uint64_t)((double)age * k.ns_per_tick), out, terms);
 			goto done;
@@ -642,10 +662,13 @@ void tsc__bounded(struct tsc__bound *const *slot_b,
 		 * thread refreshes, not bounded until it has.
 		 */
 		now = (uint64_t)realtime();
-		if ((now - (k.mono + (uint64_t)k.real_mono) >= REFRESH_NS || vm_marker_moved(&k)) &&
-		    !fresh && refresh(s, p, rdtscp))
+		vm = vm_marker_moved(&k);
+		if ((now - (k.mono + (uint64_t)k.real_mono) >= REFRESH_NS || (vm && !vm_tried)) &&
+		    !fresh && refresh(s, p, rdtscp)) {
+			vm_tried |= vm;
 			continue;
-		if (vm_marker_moved(&k))
+		}
+		if (vm)
 			k.flags |= TSC_BOUND_DISRUPTED;
 		/*
 		 * MONOTONIC after REALTIME: the age, counted to no earlier than

@@ -165,9 +165,12 @@ struct tsc__vmclock {
 	uint64_t marker;	/* disruption_marker */
 	uint64_t gen;		/* vm_generation_counter, with has_gen */
 };
-/* Its fields, consistent (its seqcount): false if there is none, or it would not settle. */
-bool tsc__vmclock_read(struct tsc__vmclock *v);
-/* Its disruption_marker, for the fast path; a constant 0 where there is none. */
+/*
+ * Its fields, consistent (its seqcount): 0; -ENODEV none, -EACCES one
+ * this process may not open, -EAGAIN one that would not settle.
+ */
+int tsc__vmclock_read(struct tsc__vmclock *v);
+/* Its disruption_marker (tsc__vm_marker), mapping it first; a constant 0 where there is none. */
 const volatile uint64_t *tsc__vmclock_marker(void);
 /* Around fork() (sysclock.c's handlers), as tsc__discipline_fork_lock() and kin. */
 void tsc__bound_fork_lock(void);

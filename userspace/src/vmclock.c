@@ -9,11 +9,14 @@
  * restore from a saved state where its flags say it does.  After either,
  * the NTP daemon's maxerror is of another machine's clock.
  *
- * Mapped once a process, on the first bounded read, and never unmapped:
- * readers hold the address.  The device is root's (0600) unless udev
- * says otherwise; a process that cannot open it reads no vmclock, and
- * tsc_time_bound_terms() says so (vmclock_status -1).
+ * Mapped once a process, when its first clock is set up (its bound's
+ * state is made then), and never unmapped: readers hold the address
+ * (tsc__vm_marker, which the header's inline reader compares).  The
+ * device is root's (0600) unless udev says otherwise; a process that
+ * cannot open it sees no vmclock disruption, and tsc_time_bound_terms()
+ * says so (vmclock_status -2).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -40,7 +43,10 @@ const char *tsc__test_vmclock_path;
 
 /* What a process without the device compares against: never changes. */
 static const uint64_t no_marker;
+/* The device's disruption_marker, where it is mapped; else no_marker. */
+const volatile uint64_t *tsc__vm_marker = &no_marker;
 static const volatile unsigned char *page;
+static int map_err = -ENODEV;	/* why there is no page */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static uint64_t u64_at(size_t off)
@@ -56,7 +62,8 @@ static uint32_t u32_at(size_t off)
 static void map_page(void)
 {
 	const char *path = VMCLOCK_PATH;
-	void *p;
+	const unsigned char *p;
+	void *m;
 	int fd;
 
 #ifdef TSC__TEST_HOOKS
@@ -64,34 +71,42 @@ static void map_page(void)
 		path = tsc__test_vmclock_path;
 #endif
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		/* There, and root's: this process does not see the hypervisor's word. */
+		map_err = errno == EACCES || errno == EPERM ? -EACCES : -ENODEV;
 		return;
-	p = mmap(NULL, VMCLOCK_MAP, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		return;
-	page = p;
-	/* Another layout, or none: not a page this code can read. */
-	if (u32_at(OFF_MAGIC) != VMCLOCK_MAGIC || page[OFF_VERSION] != 1 || page[OFF_VERSION + 1]) {
-		page = NULL;
-		munmap(p, VMCLOCK_MAP);
 	}
+	m = mmap(NULL, VMCLOCK_MAP, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return;
+	p = m;
+	/* Another layout, or none: not a page this code can read. */
+	if (*(const volatile uint32_t *)(p + OFF_MAGIC) != VMCLOCK_MAGIC ||
+	    *(const volatile uint16_t *)(p + OFF_VERSION) != 1) {
+		munmap(m, VMCLOCK_MAP);
+		return;
+	}
+	page = p;
+	map_err = 0;
+	__atomic_store_n(&tsc__vm_marker, (const volatile uint64_t *)(p + OFF_MARKER),
+			 __ATOMIC_RELEASE);
 }
 
 const volatile uint64_t *tsc__vmclock_marker(void)
 {
 	pthread_once(&once, map_page);
-	return page ? (const volatile uint64_t *)(page + OFF_MARKER) : &no_marker;
+	return tsc__vm_marker;
 }
 
-bool tsc__vmclock_read(struct tsc__vmclock *v)
+int tsc__vmclock_read(struct tsc__vmclock *v)
 {
 	*v = (struct tsc__vmclock){ .present = false };
 	pthread_once(&once, map_page);
 	if (!page)
-		return false;
-	/* The driver's own read waits 10 ms at most for an even count: so many tries. */
-	for (int tries = 0; tries < 100000; tries++) {
+		return map_err;
+	/* The driver's own read waits up to 10 ms for an even count; this, a few thousand pauses. */
+	for (int tries = 0; tries < 4096; tries++) {
 		uint32_t seq = u32_at(OFF_SEQ);
 		uint64_t flags;
 
@@ -108,8 +123,8 @@ bool tsc__vmclock_read(struct tsc__vmclock *v)
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (u32_at(OFF_SEQ) == seq) {
 			v->present = true;
-			return true;
+			return 0;
 		}
 	}
-	return false;
+	return -EAGAIN;
 }

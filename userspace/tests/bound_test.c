@@ -734,8 +734,46 @@ TEST_F(bound, a_vmclock_disruption)
 }
 
 /*
- * A page the hypervisor does not finish writing: read as none meanwhile;
- * once it settles, compared with the last reading that did.
+ * A step and a migration between two readings: both counted by the
+ * first reading after them, whatever the two counters' values (the
+ * generation 8 to 9 and the marker 6 to 7 move the same bits).
+ */
+TEST_F(bound, a_step_and_a_vmclock_disruption_at_once)
+{
+	TSC_BOUND_TERMS(t);
+	struct tsc_time_bound b;
+
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	self->p.generation = 8;
+	self->p.seq += 2;
+	fake_page_publish(_metadata, self->path, &self->p);
+	vm_set(self->vm, VM_MARKER, 6);
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	ASSERT_EQ(6u, t.vmclock_marker);
+	ASSERT_EQ(1u, t.disruptions) TH_LOG("the marker's first move");
+	kern_set(800, STA_PLL | STA_NANO);
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	ASSERT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
+
+	self->p.generation = 9;
+	self->p.real_off += 5000000;
+	self->p.seq += 2;
+	fake_page_publish(_metadata, self->path, &self->p);
+	vm_set(self->vm, VM_MARKER, 7);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(3u, b.disruptions) TH_LOG("not both counted at once");
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
+	EXPECT_EQ(2u, t.by_cause[TSC_DISRUPTION_VMCLOCK]);
+}
+
+/*
+ * A page the hypervisor does not finish writing: no bound meanwhile, not
+ * counted; once it settles, compared with the last reading that did.
  */
 TEST_F(bound, a_vmclock_that_would_not_settle)
 {
@@ -748,8 +786,11 @@ TEST_F(bound, a_vmclock_that_would_not_settle)
 	*(volatile uint64_t *)(self->vm + VM_MARKER) = 6;
 	usleep(1100000);
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
-	EXPECT_EQ(-1, t.vmclock_status);
+	EXPECT_EQ(-3, t.vmclock_status);
 	EXPECT_EQ(0u, t.disruptions);
+	EXPECT_TRUE(t.flags & TSC_BOUND_DISRUPTED) TH_LOG("a bound while the page was unsettled");
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(UINT64_MAX, b.latest);
 	*seq += 1;
 	usleep(1100000);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
