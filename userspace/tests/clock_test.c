@@ -34,6 +34,28 @@ static int64_t diff(uint64_t a, uint64_t b)
 
 static TSC_CLOCK(clk);
 
+/*
+ * The clock and CLOCK_MONOTONIC_RAW at one instant: the narrowest of a
+ * few brackets, as a preemption inside one (42 us seen on a busy VM)
+ * would count as a rate error.
+ */
+static void raw_pair(uint64_t *raw, uint64_t *t)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < 32; i++) {
+		uint64_t a = clock_ns(CLOCK_MONOTONIC_RAW);
+		uint64_t x = tsc_now_ordered(&clk);
+		uint64_t b = clock_ns(CLOCK_MONOTONIC_RAW);
+
+		if (b - a < best) {
+			best = b - a;
+			*raw = a + (b - a) / 2;
+			*t = x;
+		}
+	}
+}
+
 FIXTURE(clock) {};
 FIXTURE_SETUP(clock)
 {
@@ -65,11 +87,9 @@ TEST_F(clock, follows_the_system_clocks)
 	EXPECT_GT(20000, diff(now, after));
 	EXPECT_GT(20000, llabs(diff(tsc_real, real)));
 
-	raw0 = clock_ns(CLOCK_MONOTONIC_RAW);
-	t0 = tsc_now_ordered(&clk);
+	raw_pair(&raw0, &t0);
 	usleep(200000);
-	raw1 = clock_ns(CLOCK_MONOTONIC_RAW);
-	t1 = tsc_now_ordered(&clk);
+	raw_pair(&raw1, &t1);
 	TH_LOG("over %.0f ms: %+lld ns against CLOCK_MONOTONIC_RAW",
 	       (raw1 - raw0) / 1e6, (long long)(diff(t1, t0) - diff(raw1, raw0)));
 	/* 0.1 ppm of 200 ms is 20 ns; the reads themselves, microseconds. */
