@@ -150,19 +150,20 @@ def close(a, b, rel=1e-9, abs_=0.0):
     return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
 
 
-def expected_series(j):
+def expected_series(j, unit_cal_ppm):
     """What the textfile must say, from tsc-report --json's view: name ->
     {labels: (value, relative tolerance, absolute tolerance)}.  %.6g
     (seconds, ratios) keeps six digits; a calibration is measured anew by
-    each run, within both runs' precisions."""
+    each run, each within its precision (two standard errors: 95%) of the
+    rate, so the two within twice the sum of both runs' precisions (the
+    unit's, unit_cal_ppm, from its own series)."""
     f = j["frequency"]
     hz = f["hz"]
     e = {}
-    cal = {s["source"]: s for s in j["frequency_sources"]["sources"]}.get("calibration")
 
     def measured(source, ppm):
-        if source == "calibration" and cal:
-            return (ppm + cal["precision_ppm"]) * 1e-6 + 1e-9
+        if source == "calibration":
+            return 2 * (ppm + unit_cal_ppm) * 1e-6 + 1e-9
         return 1e-9
 
     e["tsc_frequency_hertz"] = {frozenset({("source", f["source"])}):
@@ -254,7 +255,9 @@ def hidden(state, unit, root, paranoid):
 def compare_series(prom, j):
     """[] if every tsc_* series has tsc-report --json's value, else what differs."""
     bad = []
-    want = expected_series(j)
+    unit_cal = [v for k, v in series(prom, "tsc_frequency_source_precision_ratio").items()
+                if dict(k).get("source") == "calibration"]
+    want = expected_series(j, max(unit_cal, default=0) * 1e6)
     names = {s["metric"]["__name__"] for s in prom.query('{__name__=~"tsc_.+"}')}
     # tsc_frequency_precision_ratio and _source_precision_ratio: the
     # tool's unit tests check them; the sources agreeing is the alert's.
