@@ -15,8 +15,9 @@
  *   reading	the reading's own error against the kernel's clock: 1 ns
  *		on the module's page (its rounding), 0 for clock_gettime();
  *   skew	how far apart two CPUs' TSCs read at one instant (the
- *		module's max_skew_ticks, every online CPU measured): the
- *		kernel's clock itself reads this CPU's TSC;
+ *		module's max_skew_ticks, every online CPU measured; without
+ *		it, the process's own tsc_report_get()'s, while it holds):
+ *		the kernel's clock itself reads this CPU's TSC;
  *   leap	a second, within a second of a leap second.
  *
  * No thread: the first reader to find the state a second old refreshes
@@ -47,6 +48,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/timex.h>
 #include <time.h>
 
@@ -64,6 +66,7 @@
 #ifdef TSC__TEST_HOOKS
 int (*tsc__test_adjtimex)(struct timex *tx);
 int64_t tsc__test_realtime_step_ns;
+int64_t tsc__test_sleep_ns;
 #endif
 
 /* REALTIME by clock_gettime(), as the slow path reads it. */
@@ -193,6 +196,25 @@ static struct state *states;
  */
 static struct state fallback __attribute__((aligned(64))) = { .line.seq = 1 };
 
+/*
+ * The library's own measurement of the CPUs' skew (tsc_report_get() in
+ * userspace), for the bound where the module is not loaded: in ns by
+ * tsc__skew_ns().  It holds for its key (struct tsc__skew_key), which a
+ * refresh checks: a stat() of each online CPU's topology directory, once
+ * a second, only while there is a note.  The last measurement replaces
+ * it, proven or not: one that found the CPUs in doubt takes the earlier
+ * one's place too.  Writers under lock (held across fork()); readers
+ * under seq, a bounded number of tries and else unknown, so that one in
+ * a signal handler that interrupted a writer never waits for it.
+ */
+static struct {
+	pthread_mutex_t lock;		/* the writers' */
+	uint32_t seq;			/* odd: being written; 0: never */
+	bool valid;
+	struct tsc__skew_key key;	/* its root's too: the inodes are its files' */
+	uint64_t ns;
+} noted = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
 static const char *root_of(const struct state *s)
 {
 	return s->root ? s->root : tsc__sysfs_root(NULL);
@@ -237,10 +259,12 @@ struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_ti
 void tsc__bound_fork_lock(void)
 {
 	pthread_mutex_lock(&states_lock);
+	pthread_mutex_lock(&noted.lock);
 }
 
 void tsc__bound_fork_unlock(void)
 {
+	pthread_mutex_unlock(&noted.lock);
 	pthread_mutex_unlock(&states_lock);
 }
 
@@ -249,16 +273,174 @@ void tsc__bound_forked(void)
 	for (struct state *s = states; s; s = s->next)
 		s->refreshing = 0;
 	fallback.refreshing = 0;
+	pthread_mutex_unlock(&noted.lock);
 	pthread_mutex_unlock(&states_lock);
+}
+
+static bool moved(int64_t a, int64_t b, uint64_t slack)
+{
+	return (uint64_t)(a > b ? a - b : b - a) > slack + STEP_TOL_NS;
 }
 
 #define CPU_DIR "/devices/system/cpu"
 
+#define SLEEP_TOL_NS	1000000	/* BOOTTIME - MONOTONIC moved by more: a sleep */
+
+/* BOOTTIME - MONOTONIC now, the narrowest of a few brackets, and its width. */
+static int64_t boot_mono_now(uint64_t *width)
+{
+	int64_t off = 0;
+
+	*width = UINT64_MAX;
+	for (int i = 0; i < SAMPLES; i++) {
+		int64_t m1 = tsc__ns_now(CLOCK_MONOTONIC);
+		int64_t b = tsc__ns_now(CLOCK_BOOTTIME);
+		int64_t m2 = tsc__ns_now(CLOCK_MONOTONIC);
+
+		if ((uint64_t)(m2 - m1) < *width) {
+			*width = (uint64_t)(m2 - m1);
+			off = b - m1;
+		}
+	}
+#ifdef TSC__TEST_HOOKS
+	off += __atomic_load_n(&tsc__test_sleep_ns, __ATOMIC_RELAXED);
+#endif
+	return off;
+}
+
+int tsc__skew_key(const char *root, struct tsc__skew_key *k, bool rate)
+{
+	const char *r = tsc__sysfs_root(root);
+	uint64_t h = 14695981039346656037ull;	/* FNV-1a */
+
+	memset(k, 0, sizeof(*k));
+	if (tsc__read_cpulist(r, CPU_DIR "/online", &k->online, true)) {
+		tsc__clear_error();
+		return -ENOENT;
+	}
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		char path[4096];
+		struct stat st;
+
+		if (!CPU_ISSET(cpu, &k->online))
+			continue;
+		/* Removed when the CPU goes offline, made anew (a new inode) when it is back. */
+		snprintf(path, sizeof(path), "%s" CPU_DIR "/cpu%d/topology", r, cpu);
+		if (stat(path, &st))
+			return -errno;
+		h = (h ^ (uint64_t)cpu) * 1099511628211ull;
+		h = (h ^ (uint64_t)st.st_dev) * 1099511628211ull;
+		h = (h ^ (uint64_t)st.st_ino) * 1099511628211ull;
+	}
+	k->stays = h;
+	k->boot_mono = boot_mono_now(&k->width);
+	/* The TSC between two readings of MONOTONIC: the narrowest of a few. */
+	for (int i = 0; rate && i < SAMPLES; i++) {
+		int64_t m1 = tsc__ns_now(CLOCK_MONOTONIC);
+		uint64_t t = tsc_rdtsc_start();
+		int64_t m2 = tsc__ns_now(CLOCK_MONOTONIC);
+
+		if (!i || m2 - m1 < k->mono_after - k->mono_before) {
+			k->t = t;
+			k->mono_before = m1;
+			k->mono_after = m2;
+		}
+	}
+	return tsc__vmclock_read(&k->vm) == -EAGAIN ? -EAGAIN : 0;
+}
+
+static bool same_key(const struct tsc__skew_key *a, const struct tsc__skew_key *b)
+{
+	return CPU_EQUAL(&a->online, &b->online) && a->stays == b->stays &&
+	       !moved(a->boot_mono, b->boot_mono, a->width + b->width + SLEEP_TOL_NS) &&
+	       a->vm.present == b->vm.present && a->vm.marker == b->vm.marker &&
+	       a->vm.has_gen == b->vm.has_gen && (!a->vm.has_gen || a->vm.gen == b->vm.gen);
+}
+
+/*
+ * ticks in ns at the most ns per tick MONOTONIC can have run at between
+ * the keys' brackets, and the rate's allowance: MONOTONIC then and at any
+ * later time each within TSC_BOUND_DRIFT_PPM of true.  Each bracket's
+ * MONOTONIC readings may be another CPU's TSC than its TSC reading's (a
+ * migration between), up to ticks apart: twice ticks off the interval.
+ * UINT64_MAX where the interval is too short to tell.
+ */
+uint64_t tsc__skew_ns(const struct tsc__skew_key *before, const struct tsc__skew_key *after,
+		      uint64_t ticks)
+{
+	uint64_t d = after->t - before->t;
+	double per_tick, ns;
+
+	if (after->t <= before->t || ticks >= d / 2 || after->mono_after <= before->mono_before)
+		return UINT64_MAX;
+	per_tick = (double)(after->mono_after - before->mono_before) / (double)(d - 2 * ticks);
+	ns = ceil((double)ticks * per_tick * (1e6 + TSC_BOUND_DRIFT_PPM) /
+		  (1e6 - TSC_BOUND_DRIFT_PPM));
+	/* And 1 for the double's roundings. */
+	return ns < 1e15 ? (uint64_t)ns + 1 : UINT64_MAX;
+}
+
+void tsc__bound_note_skew(const char *root, const struct tsc__skew_key *before,
+			  const cpu_set_t *measured, uint64_t ticks, bool proven)
+{
+	struct tsc__skew_key after;
+	uint64_t ns = UINT64_MAX;
+
+	/* The lock held across fork(): the child never inherits a note half-written. */
+	if (tsc__fork_handlers())
+		return;
+	/* The after key under it too: of two measurements at once, the later one's stays. */
+	pthread_mutex_lock(&noted.lock);
+	/* The key the same after as before: nothing it names moved during the measurement. */
+	if (proven && before && !tsc__skew_key(root, &after, true) && same_key(before, &after) &&
+	    CPU_EQUAL(measured, &after.online))
+		ns = tsc__skew_ns(before, &after, ticks);
+	__atomic_store_n(&noted.seq, noted.seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	noted.valid = ns != UINT64_MAX;
+	if (noted.valid) {
+		noted.key = after;
+		noted.ns = ns;
+	}
+	__atomic_store_n(&noted.seq, noted.seq + 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&noted.lock);
+}
+
+/* The noted skew, if its key holds for root now; else UINT64_MAX. */
+static uint64_t noted_skew(const char *root)
+{
+	struct tsc__skew_key key, now;
+	bool valid = false;
+	uint64_t ns = 0;
+	int tries;
+
+	if (!__atomic_load_n(&noted.seq, __ATOMIC_ACQUIRE))
+		return UINT64_MAX;	/* never measured: no file to read */
+	for (tries = 0; tries < 100; tries++) {
+		uint32_t seq = __atomic_load_n(&noted.seq, __ATOMIC_ACQUIRE);
+
+		if (seq & 1) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		valid = noted.valid;
+		key = noted.key;
+		ns = noted.ns;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&noted.seq, __ATOMIC_RELAXED) == seq)
+			break;
+	}
+	if (tries == 100 || !valid || tsc__skew_key(root, &now, false) || !same_key(&key, &now))
+		return UINT64_MAX;
+	return ns;
+}
+
 /*
  * How far apart any two CPUs' TSCs may read, in ns: the module's
  * max_skew_ticks at tsc_khz, if every online CPU is measured; 0 with one
- * CPU online; else UINT64_MAX, unknown.  The refresher (cache) keeps it
- * until the module's generation moves; others read it all.
+ * CPU online; without the module, the library's own measurement of these
+ * CPUs, if it holds; else UINT64_MAX, unknown.  The refresher (cache)
+ * keeps the module's until its generation moves; others read it all.
  */
 static uint64_t skew_of(struct state *s, bool cache)
 {
@@ -275,7 +457,7 @@ static uint64_t skew_of(struct state *s, bool cache)
 			tsc__clear_error();
 			return UINT64_MAX;
 		}
-		return CPU_COUNT(&online) == 1 ? 0 : UINT64_MAX;
+		return CPU_COUNT(&online) == 1 ? 0 : noted_skew(root);
 	}
 	if (cache && s->skew_gen == gen + 1)
 		return s->skew_ns;
@@ -298,8 +480,16 @@ static uint64_t skew_of(struct state *s, bool cache)
 	}
 	if (tsc__read_u64(root, CPU_DIR "/tsc/generation", &gen_after) || gen_after != gen)
 		goto out;
-	/* Ticks to ns, rounded up. */
-	skew = ticks <= UINT64_MAX / 1000000 ? (ticks * 1000000 + khz - 1) / khz : UINT64_MAX;
+	/*
+	 * Ticks to ns at tsc_khz, rounded up, and as much more as a clock
+	 * within TSC_BOUND_DRIFT_PPM of true can run slower than one
+	 * within it the other way: it assumes tsc_khz is as close to true
+	 * as the kernel's clock, which it calibrated against.
+	 */
+	skew = ticks <= UINT64_MAX / (1000000 + TSC_BOUND_DRIFT_PPM) / 1000000 ?
+	       (ticks * 1000000 * (1000000 + TSC_BOUND_DRIFT_PPM) +
+		khz * (1000000 - TSC_BOUND_DRIFT_PPM) - 1) / (khz * (1000000 - TSC_BOUND_DRIFT_PPM)) :
+	       UINT64_MAX;
 out:
 	tsc__clear_error();
 	if (cache) {
@@ -410,11 +600,6 @@ static void take(struct state *s, const volatile struct tsc_timepage *p, bool rd
 	k->flags = k->base.flags;
 	/* The disruption's bookkeeping reads it: kept with the shot. */
 	k->maxerror_us = n.known ? n.maxerror_us : -1;
-}
-
-static bool moved(int64_t a, int64_t b, uint64_t slack)
-{
-	return (uint64_t)(a > b ? a - b : b - a) > slack + STEP_TOL_NS;
 }
 
 /*

@@ -172,6 +172,40 @@ struct tsc__vmclock {
 int tsc__vmclock_read(struct tsc__vmclock *v);
 /* Its disruption_marker (tsc__vm_marker), mapping it first; a constant 0 where there is none. */
 const volatile uint64_t *tsc__vmclock_marker(void);
+/*
+ * What a measurement of the CPUs' skew holds for: the CPUs online, each
+ * one's stay online (its topology directory, made anew when it comes
+ * online), BOOTTIME - MONOTONIC (a sleep moves it) and the vmclock
+ * device (a migration moves its marker).  And a TSC reading between two
+ * of MONOTONIC, which with the one after the measurement gives the
+ * clock's ns per tick.
+ */
+struct tsc__skew_key {
+	cpu_set_t online;
+	uint64_t stays;			/* the online CPUs' topology inodes, hashed */
+	int64_t boot_mono;
+	uint64_t width;			/* how far boot_mono may be off */
+	struct tsc__vmclock vm;
+	uint64_t t;			/* the TSC, read between: */
+	int64_t mono_before, mono_after;
+};
+/*
+ * The key of root (NULL: the system's) now, with the TSC bracket if
+ * rate: 0, or -errno where it cannot be told (no online file, a CPU
+ * without its topology directory: a container's sysfs, say).
+ */
+int tsc__skew_key(const char *root, struct tsc__skew_key *k, bool rate);
+/* ticks in ns, at most, by the rate between two keys' brackets; UINT64_MAX unknown. */
+uint64_t tsc__skew_ns(const struct tsc__skew_key *before, const struct tsc__skew_key *after,
+		      uint64_t ticks);
+/*
+ * tsc_report_get()'s measurement in userspace, under root: the CPUs
+ * measured and their max_skew_ticks, proven (trustworthy) or not, with
+ * the key taken before it.  It replaces any earlier one: the bound's
+ * skew term where the module gives none, while the key holds.
+ */
+void tsc__bound_note_skew(const char *root, const struct tsc__skew_key *before,
+			  const cpu_set_t *measured, uint64_t ticks, bool proven);
 /* Around fork() (sysclock.c's handlers), as tsc__discipline_fork_lock() and kin. */
 void tsc__bound_fork_lock(void);
 void tsc__bound_fork_unlock(void);
@@ -180,11 +214,15 @@ void tsc__bound_forked(void);
 int tsc__bound_terms(struct tsc__bound *const *slot_b,
 		     const volatile struct tsc_timepage *const *slot_p, const uint32_t *use_rdtscp,
 		     struct tsc_bound_terms *t);
+/* sysclock.c: its fork handlers registered (once): 0 or pthread_atfork()'s error. */
+int tsc__fork_handlers(void);
 /* The unit tests' own: adjtimex() replaced (NULL: the kernel's). */
 struct timex;
 extern int (*tsc__test_adjtimex)(struct timex *tx);
 /* ... and REALTIME stepped by this much, as the bounded readers' slow path reads it. */
 extern int64_t tsc__test_realtime_step_ns;
+/* ... and BOOTTIME ahead of MONOTONIC by this much more: a sleep, to the skew's note. */
+extern int64_t tsc__test_sleep_ns;
 /* ... and the vmclock device read from this file (before the first bounded read). */
 extern const char *tsc__test_vmclock_path;
 /*

@@ -174,7 +174,7 @@ static void set_reference(struct tsc_report *r, int cpu)
  * out, which stay unmeasured: with any, nothing is proven of them.
  */
 static int userspace_offsets(const char *root, struct tsc_report *r, unsigned int min_rounds,
-			     unsigned int max_ms, unsigned int *outside)
+			     unsigned int max_ms, unsigned int *outside, cpu_set_t *measured)
 {
 	struct tscfk_offset_est *est;
 	unsigned int n = 0, online = 0;
@@ -183,6 +183,7 @@ static int userspace_offsets(const char *root, struct tsc_report *r, unsigned in
 	bool warp;
 	int *cpus, err;
 
+	CPU_ZERO(measured);
 	if (sched_getaffinity(0, sizeof(set), &set))
 		return tsc__fail(-errno, "sched_getaffinity: %s", strerror(errno));
 	online_cpus(root, r->ncpus, &on);
@@ -235,6 +236,8 @@ static int userspace_offsets(const char *root, struct tsc_report *r, unsigned in
 		}
 		r->max_skew_ticks = tscfk_skew_max(&skew);
 		r->monotonic = all && !*outside && skew.monotonic && !warp;
+		for (unsigned int i = 0; i < n && all; i++)
+			CPU_SET(cpus[i], measured);
 	}
 	free(cpus);
 	free(est);
@@ -316,7 +319,9 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 	long conf = sysconf(_SC_NPROCESSORS_CONF);
 	unsigned int outside = 0;
 	char path[4096], buf[256];
-	bool unstable;
+	struct tsc__skew_key key;
+	cpu_set_t measured;
+	bool unstable, keyed = false;
 	unsigned int n;
 	size_t len;
 	int err;
@@ -360,14 +365,20 @@ int tsc_report_get(struct tsc_report *r, const struct tsc_report_opts *opts)
 	else if (err != -ENOENT)
 		goto fail;
 
-	if (r->kernel_unstable != -1 && !o.userspace)
+	if (r->kernel_unstable != -1 && !o.userspace) {
 		err = module_offsets(o.sysfs_root, r);
-	else
+	} else {
+		keyed = !tsc__skew_key(o.sysfs_root, &key, true);
 		err = userspace_offsets(o.sysfs_root, r, o.min_rounds ? o.min_rounds : 256,
-					o.max_ms ? o.max_ms : 1000, &outside);
+					o.max_ms ? o.max_ms : 1000, &outside, &measured);
+	}
 	if (err)
 		goto fail;
 	judge(r, outside);
+	/* The bounded readers' skew where the module gives none: this, proven or not. */
+	if (r->offsets_source == TSC_OFFSETS_USERSPACE)
+		tsc__bound_note_skew(o.sysfs_root, keyed ? &key : NULL, &measured,
+				     r->max_skew_ticks, r->trustworthy);
 	tsc__clear_error();
 	return 0;
 

@@ -416,6 +416,12 @@ static void register_fork_handlers(void)
 	fork_err = pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
+int tsc__fork_handlers(void)
+{
+	pthread_once(&fork_once, register_fork_handlers);
+	return fork_err;
+}
+
 /*
  * The path without the kernel's mapping: a disciplined clock if asked for
  * and possible, clock_gettime() otherwise; t->why holds why there is no
@@ -472,8 +478,7 @@ int tsc__clock_setup(const struct tsc__clock_target *t, const char *root,
 	err = tsc__order_pick(&cpu, order, &use_rdtscp);
 	if (err)
 		return err;
-	pthread_once(&fork_once, register_fork_handlers);
-	if (fork_err)
+	if (tsc__fork_handlers())
 		return tsc__fail(-fork_err, "pthread_atfork: %s", strerror(fork_err));
 	root = tsc__sysfs_root(root);
 	/* Either way orders: a reader may see the old one or the new. */

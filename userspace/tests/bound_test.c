@@ -9,7 +9,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/timex.h>
@@ -189,6 +191,7 @@ FIXTURE_SETUP(bound)
 	kern_set(2000, STA_PLL | STA_NANO);
 	tsc__test_adjtimex = fake_adjtimex;
 	tsc__test_realtime_step_ns = 0;
+	tsc__test_sleep_ns = 0;
 	self->c.sz = sizeof(self->c);
 	ASSERT_EQ(0, tsc_sysclock_init(&self->c, &so)) TH_LOG("%s", tsc_last_error());
 	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, self->c.path) TH_LOG("%s", self->c.why);
@@ -198,6 +201,7 @@ FIXTURE_TEARDOWN(bound)
 {
 	tsc__test_adjtimex = NULL;
 	tsc__test_realtime_step_ns = 0;
+	tsc__test_sleep_ns = 0;
 	remove_root(self->dir);
 }
 
@@ -535,9 +539,237 @@ TEST_F(bound, the_cpus_skew)
 	usleep(1100000);
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
 	EXPECT_FALSE(t.flags & TSC_BOUND_SKEW_UNKNOWN);
-	/* 2500 ticks at 2 GHz: 1250 ns. */
-	EXPECT_EQ(1250u, t.skew_ns);
-	EXPECT_EQ(t.maxerror_ns + t.growth_ns + t.slewing_ns + t.reading_ns + 1250, t.bound_ns);
+	/* 2500 ticks at 2 GHz: 1250 ns, and (1 + 500 ppm) / (1 - 500 ppm) of it: 1251.25. */
+	EXPECT_EQ(1252u, t.skew_ns);
+	EXPECT_EQ(t.maxerror_ns + t.growth_ns + t.slewing_ns + t.reading_ns + 1252, t.bound_ns);
+}
+
+/* The next reading refreshes: the page's generation moved, nothing else. */
+static void refresh_soon(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self)
+{
+	self->p.generation++;
+	self->p.seq += 2;
+	fake_page_publish(_metadata, self->path, &self->p);
+}
+
+/* The skew term after a refresh: its ns, or UINT64_MAX with the flag. */
+static uint64_t skew_now(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self)
+{
+	TSC_BOUND_TERMS(t);
+
+	refresh_soon(_metadata, self);
+	EXPECT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	if (t.flags & TSC_BOUND_SKEW_UNKNOWN) {
+		EXPECT_EQ(0u, t.skew_ns);
+		return UINT64_MAX;
+	}
+	if (t.bound_ns != UINT64_MAX)
+		EXPECT_EQ(t.maxerror_ns + t.growth_ns + t.slewing_ns + t.reading_ns + t.skew_ns +
+			  t.leap_ns, t.bound_ns);
+	return t.skew_ns;
+}
+
+/* Two CPUs online under the fixture's root, each with its topology directory. */
+static void two_cpus(struct __test_metadata *_metadata, const char *d)
+{
+	fake_put(_metadata, d, "/devices/system/cpu/online", "0-1\n");
+	for (int cpu = 0; cpu < 3; cpu++) {
+		char rel[64];
+
+		snprintf(rel, sizeof(rel), "/devices/system/cpu/cpu%d/topology/core_id", cpu);
+		fake_put(_metadata, d, rel, "0\n");
+	}
+}
+
+/*
+ * A measurement of ticks for CPUs 0-1 under root, proven or not, 100 ms
+ * long: long enough that its rate's bound (the two TSC readings may be
+ * ticks apart) adds under 100 ppm.
+ */
+static void note(struct __test_metadata *_metadata, const char *root, uint64_t ticks, bool proven)
+{
+	struct tsc__skew_key key;
+	cpu_set_t cpus;
+
+	CPU_ZERO(&cpus);
+	CPU_SET(0, &cpus);
+	CPU_SET(1, &cpus);
+	ASSERT_EQ(0, tsc__skew_key(root, &key, true));
+	usleep(100000);
+	tsc__bound_note_skew(root, &key, &cpus, ticks, proven);
+}
+
+/*
+ * The skew term of 25000 ticks (10 us at 2.5 GHz): never under them at
+ * the TSC's rate and TSC_BOUND_DRIFT_PPM more (tsc__skew_ns() adds about
+ * twice that to MONOTONIC's rate, which an NTP daemon may have a few
+ * hundred ppm off tsc_hz()'s), nor more than 1% over.
+ */
+static bool is_25000_ticks(struct __test_metadata *_metadata, uint64_t skew)
+{
+	double ns = 25000e9 / (double)tsc_hz();
+
+	EXPECT_LE(ns * (1 + TSC_BOUND_DRIFT_PPM * 1e-6), (double)skew);
+	EXPECT_GE(ns * 1.01 + 2, (double)skew);
+	return skew != UINT64_MAX;
+}
+
+/*
+ * Without the module's measurement, the library's own (tsc_report_get()
+ * in userspace) gives the skew term: the last one, proven, for its root,
+ * while the same CPUs stay online, until a sleep or a migration; the
+ * module's, where it has one, first.
+ */
+TEST_F(bound, the_librarys_own_skew)
+{
+	const char *d = self->dir;
+	char other[64], cmd[512];
+	struct tsc__skew_key key;
+	uint64_t skew;
+
+	ASSERT_NE(0u, tsc_hz()) TH_LOG("%s", tsc_last_error());
+	two_cpus(_metadata, d);
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("two CPUs, neither measured");
+	note(_metadata, d, 25000, true);
+	skew = skew_now(_metadata, self);
+	TH_LOG("25000 ticks at %llu Hz: %llu ns", (unsigned long long)tsc_hz(),
+	       (unsigned long long)skew);
+	EXPECT_TRUE(is_25000_ticks(_metadata, skew));
+
+	/* A later measurement that proved nothing takes its place. */
+	note(_metadata, d, 25000, false);
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("a measurement in doubt");
+	note(_metadata, d, 25000, true);
+	EXPECT_TRUE(is_25000_ticks(_metadata, skew_now(_metadata, self)));
+
+	/* Other CPUs online, as many: unknown; the measured ones back: known. */
+	fake_put(_metadata, d, "/devices/system/cpu/online", "0,2\n");
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("cpu2 was never measured");
+	fake_put(_metadata, d, "/devices/system/cpu/online", "0-1\n");
+	EXPECT_TRUE(is_25000_ticks(_metadata, skew_now(_metadata, self)));
+
+	/* cpu1 offline and back: its topology directory made anew. */
+	snprintf(cmd, sizeof(cmd), "cd %s/devices/system/cpu/cpu1 && mkdir topology.new && "
+		 "rm -r topology && mv topology.new topology", d);
+	ASSERT_EQ(0, system(cmd));
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("cpu1 went offline since");
+	note(_metadata, d, 25000, true);
+	EXPECT_TRUE(is_25000_ticks(_metadata, skew_now(_metadata, self)));
+
+	/* A sleep since: the TSCs may have restarted. */
+	tsc__test_sleep_ns = 3000000000;
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("measured before a sleep");
+	note(_metadata, d, 25000, true);
+	EXPECT_TRUE(is_25000_ticks(_metadata, skew_now(_metadata, self)));
+
+	/* A migration, by the marker or by the generation. */
+	vm_set(self->vm, VM_MARKER, 6);
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("measured before a migration");
+	vm_set(self->vm, VM_GEN, 1);
+	vm_set(self->vm, VM_FLAGS, VM_GEN_PRESENT);
+	note(_metadata, d, 25000, true);
+	EXPECT_TRUE(is_25000_ticks(_metadata, skew_now(_metadata, self)));
+	vm_set(self->vm, VM_GEN, 2);
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("measured before a VM generation");
+
+	/* Something moved during the measurement: no note. */
+	ASSERT_EQ(0, tsc__skew_key(d, &key, true));
+	tsc__test_sleep_ns += 3000000000;
+	{
+		cpu_set_t cpus = key.online;
+
+		tsc__bound_note_skew(d, &key, &cpus, 25000, true);
+		EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("a sleep during it");
+		/* Not every CPU online measured: no note. */
+		ASSERT_EQ(0, tsc__skew_key(d, &key, true));
+		CPU_CLR(1, &cpus);
+		tsc__bound_note_skew(d, &key, &cpus, 25000, true);
+		EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("cpu1 not measured");
+	}
+
+	/* Another root's measurement: this root's is gone. */
+	note(_metadata, d, 25000, true);
+	EXPECT_TRUE(is_25000_ticks(_metadata, skew_now(_metadata, self)));
+	fake_root(_metadata, other, sizeof(other), 0);
+	two_cpus(_metadata, other);
+	note(_metadata, other, 25000, true);
+	remove_root(other);
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("the note is another root's");
+
+	/* The module's measurement first, where it has one. */
+	note(_metadata, d, 25000, true);
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "3\n");
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/max_skew_ticks", "1000\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc_freq_khz", "2000000\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc/status", "reference\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu1/tsc/status", "measured\n");
+	EXPECT_EQ(501u, skew_now(_metadata, self)) TH_LOG("1000 ticks at 2 GHz, 500 ppm more");
+}
+
+/*
+ * A real measurement (tsc_report_get() in userspace, CPUs 0 and 1),
+ * where it proves the CPUs: the skew term at least its max_skew_ticks.
+ */
+TEST_F(bound, the_librarys_own_skew_measured)
+{
+	TSC_REPORT_OPTS(ro, .sysfs_root = self->dir, .userspace = true, .max_ms = 300);
+	struct tsc_report r;
+	double measured;
+	uint64_t skew;
+	cpu_set_t set;
+
+	ASSERT_EQ(0, sched_getaffinity(0, sizeof(set), &set));
+	if (!CPU_ISSET(0, &set) || !CPU_ISSET(1, &set))
+		SKIP(return, "CPUs 0 and 1 are not both this process's: no pair to measure");
+	ASSERT_NE(0u, tsc_hz()) TH_LOG("%s", tsc_last_error());
+	two_cpus(_metadata, self->dir);
+	ASSERT_EQ(0, tsc_report_get(&r, &ro)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_OFFSETS_USERSPACE, r.offsets_source);
+	measured = (double)r.max_skew_ticks * 1e9 / (double)tsc_hz();
+	skew = skew_now(_metadata, self);
+	TH_LOG("%s; skew term %llu ns", r.verdict, (unsigned long long)skew);
+	if (r.trustworthy) {
+		EXPECT_NE(UINT64_MAX, skew);
+		EXPECT_LE(measured * (1 + TSC_BOUND_DRIFT_PPM * 1e-6), (double)skew);
+	} else {
+		EXPECT_EQ(UINT64_MAX, skew) TH_LOG("a measurement in doubt gives no skew");
+	}
+	tsc_report_free(&r);
+}
+
+/* Two keys' brackets, t ticks and [m1, m2] ns apart at most. */
+static uint64_t skew_ns_of(uint64_t t, int64_t m, int64_t width, uint64_t ticks)
+{
+	struct tsc__skew_key a = { .t = 1000, .mono_before = 5000, .mono_after = 5000 + width };
+	struct tsc__skew_key b = { .t = 1000 + t, .mono_before = 5000 + m,
+				   .mono_after = 5000 + m + width };
+
+	return tsc__skew_ns(&a, &b, ticks);
+}
+
+/*
+ * Pure: the skew's ns at the most ns per tick the brackets allow (twice
+ * the skew off the ticks: each bracket may straddle two CPUs), and the
+ * rate's allowance, (1e6 + 500) / (1e6 - 500).
+ */
+TEST(the_skews_rate)
+{
+	/* 1e9 ticks in 0.5 s, brackets exact: 0.5 ns per tick; 1000 ticks 500 ns, 500.5 more. */
+	EXPECT_EQ((uint64_t)ceil(1000 * 500000000.0 / (1e9 - 2000) * 1000500 / 999500) + 1,
+		  skew_ns_of(1000000000, 500000000, 0, 1000));
+	EXPECT_EQ(502u, skew_ns_of(1000000000, 500000000, 0, 1000));
+	/* Brackets 100 ns wide: 100 ns more in the interval's ns. */
+	EXPECT_EQ((uint64_t)ceil(1000 * 500000100.0 / (1e9 - 2000) * 1000500 / 999500) + 1,
+		  skew_ns_of(1000000000, 500000000, 100, 1000));
+	/* An interval no longer than twice the skew, or going back: unknown. */
+	EXPECT_EQ(UINT64_MAX, skew_ns_of(2000, 1000, 0, 1000));
+	EXPECT_NE(UINT64_MAX, skew_ns_of(2002, 1000, 0, 1000));
+	EXPECT_EQ(UINT64_MAX, skew_ns_of(0, 1000, 0, 1000));
+	EXPECT_EQ(UINT64_MAX, skew_ns_of(1000000, 0, 0, 10));
+	EXPECT_EQ(UINT64_MAX, skew_ns_of(1000000, -100, 0, 10));
+	/* Ticks that would overflow the interval, or a skew past 1e15 ns: unknown. */
+	EXPECT_EQ(UINT64_MAX, skew_ns_of(1000000, 1000, 0, UINT64_MAX / 2 + 1));
+	EXPECT_EQ(UINT64_MAX, skew_ns_of(UINT64_MAX - 1000, INT64_MAX / 2, 0, UINT64_MAX / 8));
 }
 
 /* Within a second of a leap second, a second wider; the flag all the day. */

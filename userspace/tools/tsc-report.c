@@ -600,6 +600,7 @@ int main(int argc, char **argv)
 		/* No rate where clock_gettime() reads the clocks: why says so. */
 		if (tsc_sysclock_rate(&sysclk, &sc.millihz))
 			sc.millihz = 0;
+		/* Before the CPUs are measured here: the skew any other process would get. */
 		bound_read(&sc.bound, &sysclk, root);
 		read_sources(&sources, root, &clk.freq);
 		err = tsc_report_get(&r, &ro);
