@@ -3,10 +3,14 @@
  * CPU hotplug: an offlined CPU keeps its files, which read as unmeasured
  * (numbers: ENODATA, reason: offline); brought back, it alone is measured
  * again without anyone asking.  Every change bumps the generation.  Needs
- * the module loaded, root, two CPUs and a hot-pluggable one.
+ * the module loaded, root, two CPUs and a hot-pluggable one.  And the
+ * kernel makes the CPU's topology directory anew (a new inode), which
+ * libtsc's own skew measurement relies on to see that a CPU left
+ * (tsc_realtime_bounded(3)).
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 
 #include "harness.h"
 #include "tscfk_test.h"
@@ -69,6 +73,7 @@ TEST(offline_then_online)
 	int64_t ref, victim;
 	uint64_t gen;
 	char path[128], buf[64];
+	struct stat before, after;
 
 	REQUIRE_MODULE();
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
@@ -79,6 +84,7 @@ TEST(offline_then_online)
 		SKIP(return, "no CPU other than the reference can go offline");
 	expect_status(_metadata, (int)victim, "measured\n");
 
+	ASSERT_EQ(0, stat(cpu_path(path, sizeof(path), (int)victim, "topology"), &before));
 	gen = READ_U64(TSC_DIR "/generation");
 	ASSERT_EQ(0, set_online((int)victim, false));
 	EXPECT_LT(gen, READ_U64(TSC_DIR "/generation")) TH_LOG("offline is a change");
@@ -101,6 +107,8 @@ TEST(offline_then_online)
 
 	gen = READ_U64(TSC_DIR "/generation");
 	ASSERT_EQ(0, set_online((int)victim, true));
+	ASSERT_EQ(0, stat(cpu_path(path, sizeof(path), (int)victim, "topology"), &after));
+	EXPECT_NE(before.st_ino, after.st_ino) TH_LOG("the same topology directory: libtsc misses it");
 	/* The module measures on its own after onlining; give it 60 s. */
 	wait_judged((int)victim);
 	EXPECT_LT(gen, READ_U64(TSC_DIR "/generation"));

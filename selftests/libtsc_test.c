@@ -239,6 +239,47 @@ TEST(module_absent_library_falls_back)
 }
 
 /*
+ * Without the module, the library's own measurement gives the bounded
+ * readers' skew term, and a CPU taken offline and back (the same CPUs
+ * online as measured) undoes it: the kernel makes the CPU's topology
+ * directory anew, and the next refresh sees another inode.
+ */
+TEST(module_absent_the_librarys_skew_until_a_hotplug)
+{
+	TSC_REPORT_OPTS(ro, .userspace = true);
+	TSC_BOUND_TERMS(t);
+	struct tsc_report r;
+	int victim = -1;
+
+	if (!access(TSC_DIR, F_OK))
+		SKIP(return, "module loaded (the other run tests that case)");
+	for (int cpu = 1; cpu < 64 && victim < 0; cpu++)
+		if (cpu_is_online(cpu) && cpu_can_go_offline(cpu))
+			victim = cpu;
+	if (victim < 0)
+		SKIP(return, "no CPU that can go offline");
+	ASSERT_EQ(0, tsc_report_get(&r, &ro)) TH_LOG("%s", tsc_last_error());
+	TH_LOG("%s", r.verdict);
+	if (!r.trustworthy) {
+		tsc_report_free(&r);
+		SKIP(return, "the measurement is in doubt: no skew to keep");
+	}
+	usleep(1100000);	/* the next refresh takes it up */
+	ASSERT_EQ(0, tsc_time_bound_terms(&t)) TH_LOG("%s", tsc_last_error());
+	EXPECT_FALSE(t.flags & TSC_BOUND_SKEW_UNKNOWN);
+	EXPECT_LE((double)r.max_skew_ticks * 1e9 / (double)tsc_hz(), (double)t.skew_ns);
+	TH_LOG("max_skew_ticks %llu: skew term %llu ns", (unsigned long long)r.max_skew_ticks,
+	       (unsigned long long)t.skew_ns);
+	tsc_report_free(&r);
+
+	ASSERT_EQ(0, set_online(victim, false));
+	ASSERT_EQ(0, set_online(victim, true));
+	usleep(1100000);
+	ASSERT_EQ(0, tsc_time_bound_terms(&t)) TH_LOG("%s", tsc_last_error());
+	EXPECT_TRUE(t.flags & TSC_BOUND_SKEW_UNKNOWN) TH_LOG("cpu%d went offline since", victim);
+}
+
+/*
  * A calibration's error bar covers its error: the bar is two standard
  * errors, which a correct estimate meets in 95% of runs.  Of 60
  * calibrations of 20 ms, at least 53 lie within the precision each claims
