@@ -128,14 +128,15 @@ static void log_terms(struct __test_metadata *_metadata, const char *when)
 		TH_LOG("%s: no terms: %s", when, tsc_last_error());
 		return;
 	}
-	TH_LOG("%s: bound %llu ns = maxerror %llu + growth %llu + slewing %llu + reading %llu + skew %llu + leap %llu; esterror %llu; age %llu ns; flags %#x; disruptions %u (step %u, resume %u, clocksource %u); kernel maxerror %ld us esterror %ld us status %#x",
+	TH_LOG("%s: bound %llu ns = maxerror %llu + growth %llu + slewing %llu + reading %llu + skew %llu + leap %llu; esterror %llu; age %llu ns; flags %#x; disruptions %u (step %u, resume %u, clocksource %u, vmclock %u, rate %u); kernel maxerror %ld us esterror %ld us status %#x",
 	       when, (unsigned long long)t.bound_ns, (unsigned long long)t.maxerror_ns,
 	       (unsigned long long)t.growth_ns, (unsigned long long)t.slewing_ns,
 	       (unsigned long long)t.reading_ns, (unsigned long long)t.skew_ns,
 	       (unsigned long long)t.leap_ns, (unsigned long long)t.esterror_ns,
 	       (unsigned long long)t.age_ns, t.flags, t.disruptions,
 	       t.by_cause[TSC_DISRUPTION_STEP], t.by_cause[TSC_DISRUPTION_RESUME],
-	       t.by_cause[TSC_DISRUPTION_CLOCKSOURCE], tx.maxerror, tx.esterror, tx.status);
+	       t.by_cause[TSC_DISRUPTION_CLOCKSOURCE], t.by_cause[TSC_DISRUPTION_VMCLOCK],
+	       t.by_cause[TSC_DISRUPTION_RATE], tx.maxerror, tx.esterror, tx.status);
 }
 
 FIXTURE(ntp) {

@@ -554,10 +554,10 @@ struct tsc_time_bound {
 /* No NTP daemon keeps the clock: STA_UNSYNC, maxerror at 16 s, or no adjtimex(). */
 #define TSC_BOUND_UNSYNCED	0x1
 /*
- * The time was stepped, the system resumed, or the hypervisor disrupted
- * the VM's counter (a live migration) since the NTP daemon last stated
- * its maxerror: that statement is of another time.  Until it states a
- * new one.
+ * The time was stepped, the system resumed, the hypervisor disrupted the
+ * VM's counter (a live migration), or the TSC's rate moved, since the NTP
+ * daemon last stated its maxerror: that statement is of another time.
+ * Until it states a new one.
  */
 #define TSC_BOUND_DISRUPTED	0x2
 /* A leap second is due at the end of the UTC day (STA_INS, STA_DEL). */
@@ -576,6 +576,7 @@ enum tsc_disruption {
 	TSC_DISRUPTION_RESUME,		/* the system resumed from a suspend */
 	TSC_DISRUPTION_CLOCKSOURCE,	/* the kernel's clocks read another clock, or the module's page went */
 	TSC_DISRUPTION_VMCLOCK,		/* /dev/vmclock0's disruption marker or VM generation moved */
+	TSC_DISRUPTION_RATE,		/* on the page, the TSC's rate against MONOTONIC_RAW moved > 500 ppm */
 	TSC_DISRUPTION_CAUSES,
 };
 

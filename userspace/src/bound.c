@@ -38,8 +38,9 @@
  * disruption marker moved is a disruption too: every reader compares it
  * after its TSC reading, a refresh the VM generation as well; a page
  * that would not settle leaves the bound unknown, uncounted, until the
- * next refresh reads it.  A step, a resume or a vmclock disruption
- * leaves the bound unknown
+ * next refresh reads it.  On the page a refresh also judges the TSC's
+ * rate against MONOTONIC_RAW (rate_moved()).  A step, a resume, a
+ * vmclock disruption or a rate that moved leaves the bound unknown
  * (TSC_BOUND_DISRUPTED) until the daemon states a maxerror again: one
  * lower than the kernel's growth alone gives.
  */
@@ -62,11 +63,15 @@
 #define STEP_TOL_NS	1000		/* REALTIME - MONOTONIC moved by more, beyond sampling: a step */
 #define DAY_NS		86400000000000ull
 #define SAMPLES		3
+#define RATE_MIN_NS	500000000	/* the TSC's rate is judged over this much at least */
+#define RATE_ERR_MAX	50e-6		/* a reference rate no more uncertain than this */
 
 #ifdef TSC__TEST_HOOKS
 int (*tsc__test_adjtimex)(struct timex *tx);
 int64_t tsc__test_realtime_step_ns;
 int64_t tsc__test_sleep_ns;
+int64_t tsc__test_raw_ppm;
+int64_t tsc__test_raw_base;
 #endif
 
 /* REALTIME by clock_gettime(), as the slow path reads it. */
@@ -76,6 +81,22 @@ static int64_t realtime(void)
 
 #ifdef TSC__TEST_HOOKS
 	ns += __atomic_load_n(&tsc__test_realtime_step_ns, __ATOMIC_RELAXED);
+#endif
+	return ns;
+}
+
+/* MONOTONIC_RAW, as the check of the TSC's rate reads it. */
+static int64_t raw_now(void)
+{
+	int64_t ns = tsc__ns_now(CLOCK_MONOTONIC_RAW);
+
+#ifdef TSC__TEST_HOOKS
+	int64_t ppm = __atomic_load_n(&tsc__test_raw_ppm, __ATOMIC_RELAXED);
+	int64_t base = __atomic_load_n(&tsc__test_raw_base, __ATOMIC_RELAXED);
+
+	/* From base on, MONOTONIC_RAW runs ppm faster against the TSC. */
+	if (ppm && ns > base)
+		ns += (int64_t)((double)(ns - base) * (double)ppm * 1e-6);
 #endif
 	return ns;
 }
@@ -149,6 +170,16 @@ static uint64_t bound_ns(const struct tsc__bound_base *b, uint32_t flags, uint64
 	       b->skew_ns;
 }
 
+/* The TSC read between two readings of MONOTONIC_RAW on one CPU, the earlier one's ns. */
+struct rate_pair {
+	uint64_t t;
+	int64_t ns;
+	uint64_t width;		/* the two readings' distance; 0: none taken */
+	uint32_t cpu;		/* rdtscp's: the CPU whose TSC it is; UINT32_MAX not known */
+	bool on_page;		/* MONOTONIC_RAW was the TSC too (the kernel's page read) */
+	uint64_t skew_ns;	/* the CPUs' skew then; UINT64_MAX unknown */
+};
+
 /* What a refresh took, and readers of the slow path copy under seq. */
 struct shot {
 	bool taken;
@@ -169,6 +200,7 @@ struct shot {
 	struct tsc__vmclock vm;		/* the hypervisor's page, if read */
 	int vm_err;			/* tsc__vmclock_read()'s */
 	struct tsc__vmclock vm_ref;	/* the last that settled (judge()'s): the readers compare */
+	struct rate_pair raw;		/* the TSC against MONOTONIC_RAW */
 };
 
 struct state {
@@ -180,6 +212,9 @@ struct state {
 	long disrupted_maxerror_us;	/* the kernel's maxerror when it was */
 	uint64_t disrupted_mono;
 	struct tsc__vmclock vm_seen;	/* as last read: what the next is compared with */
+	struct rate_pair rate_from;	/* the TSC's rate is judged from here (width 0: none) */
+	double rate_ref;		/* MONOTONIC_RAW's ns per tick to compare with; 0: none */
+	double rate_ref_err;		/* how far off that may be, relatively */
 	uint64_t skew_gen;		/* the module's tsc/generation + 1 at the skew read; 0 none */
 	uint64_t skew_ns;
 	const char *root;		/* its sysfs root; NULL: the system's */
@@ -273,6 +308,13 @@ void tsc__bound_forked(void)
 	for (struct state *s = states; s; s = s->next)
 		s->refreshing = 0;
 	fallback.refreshing = 0;
+	/* A refresh cut short by the fork may have left its rate half-written: anew. */
+	for (struct state *s = states; s; s = s->next) {
+		s->rate_from.width = 0;
+		s->rate_ref = 0;
+	}
+	fallback.rate_from.width = 0;
+	fallback.rate_ref = 0;
 	pthread_mutex_unlock(&noted.lock);
 	pthread_mutex_unlock(&states_lock);
 }
@@ -567,6 +609,47 @@ static void sample_syscall(struct shot *k)
 	}
 }
 
+/* Whether the CPU has rdtscp: 1, 0, or -1 not yet asked (CPUID: no lock, no once). */
+static int has_rdtscp = -1;
+
+/*
+ * The TSC between two readings of MONOTONIC_RAW, all on one CPU (rdtscp
+ * before, at and after say which; without rdtscp, cpu UINT32_MAX: any):
+ * the narrowest of a few; width 0 if the thread moved every time.
+ */
+static void sample_rate(struct rate_pair *r)
+{
+	int rdtscp = __atomic_load_n(&has_rdtscp, __ATOMIC_RELAXED);
+
+	if (rdtscp < 0) {
+		struct tsc__order_cpu cpu;
+
+		tsc__order_cpu(&cpu);
+		rdtscp = cpu.rdtscp;
+		__atomic_store_n(&has_rdtscp, rdtscp, __ATOMIC_RELAXED);
+	}
+	*r = (struct rate_pair){ .width = 0 };
+	for (int i = 0; i < SAMPLES; i++) {
+		unsigned int c0 = UINT32_MAX, c1 = UINT32_MAX, c2 = UINT32_MAX;
+		int64_t r1, r2;
+		uint64_t t;
+
+		if (rdtscp)
+			(void)__builtin_ia32_rdtscp(&c0);
+		r1 = raw_now();
+		t = rdtscp ? __builtin_ia32_rdtscp(&c1) : tsc_rdtsc_ordered();
+		__builtin_ia32_lfence();
+		r2 = raw_now();
+		if (rdtscp)
+			(void)__builtin_ia32_rdtscp(&c2);
+		if (c0 != c1 || c1 != c2 || r2 < r1)
+			continue;
+		if (!r->width || (uint64_t)(r2 - r1) + 1 < r->width)
+			*r = (struct rate_pair){ .t = t, .ns = r1, .width = (uint64_t)(r2 - r1) + 1,
+						 .cpu = c1 };
+	}
+}
+
 /*
  * A state as of now, of page p (the kernel's, or another: then
  * clock_gettime()'s); by the refresher (cache), or by a reader for itself.
@@ -581,6 +664,9 @@ static void take(struct state *s, const volatile struct tsc_timepage *p, bool rd
 	struct tsc__ntp n;
 
 	*k = (struct shot){ .taken = true };
+	/* The rate first: an event after it is seen by this refresh, or by the next. */
+	if (cache)
+		sample_rate(&k->raw);
 	if (p && p == s->line.page && read_kernel_page(p, rdtscp, &r)) {
 		k->on_page = true;
 		k->generation = r.generation;
@@ -618,12 +704,66 @@ static bool vm_marker_moved(const struct shot *k)
 	return k->vm_ref.present && *tsc__vmclock_marker() != k->vm_ref.marker;
 }
 
+/*
+ * The TSC's rate against MONOTONIC_RAW moved by more than
+ * TSC_BOUND_DRIFT_PPM: over RATE_MIN_NS at least from the anchor,
+ * MONOTONIC_RAW's ns per tick against the reference, beyond both
+ * intervals' uncertainty (their brackets, and twice the CPUs' skew where
+ * the two pairs are two CPUs').  The first such interval sets the
+ * reference, if it is narrow enough (RATE_ERR_MAX); one that moved drops
+ * it, so that a change within an interval is counted once, and the next
+ * sets it again.  Judged on the kernel's page only, where the bounded
+ * readers read the TSC and MONOTONIC_RAW is the TSC at the kernel's
+ * rate: it sees that rate (tsc_khz) change.  Elsewhere the bound reads
+ * clock_gettime(), whatever the TSC does.  After a resume (the TSC may
+ * have restarted), a migration (another host's TSC), a change of path,
+ * or a vmclock that would not settle, anchored again at the next refresh.
+ */
+static bool rate_moved(struct state *s, struct shot *k, bool anew)
+{
+	const struct rate_pair *a = &s->rate_from;
+	uint64_t skew;
+	double d_ns, per_tick, err;
+	bool changed;
+
+	k->raw.on_page = k->on_page;
+	k->raw.skew_ns = k->base.flags & TSC_BOUND_SKEW_UNKNOWN ? UINT64_MAX : k->base.skew_ns;
+	if (anew) {
+		s->rate_from = (struct rate_pair){ .width = 0 };
+		s->rate_ref = 0;
+		return false;
+	}
+	skew = a->cpu == k->raw.cpu && a->cpu != UINT32_MAX ? 0 :
+	       a->skew_ns > k->raw.skew_ns ? a->skew_ns : k->raw.skew_ns;
+	if (!a->width || !k->raw.width || !a->on_page || !k->on_page || k->raw.t <= a->t ||
+	    k->raw.ns <= a->ns || skew == UINT64_MAX) {
+		/* Nothing to judge from: anchored here. */
+		s->rate_from = k->raw;
+		return false;
+	}
+	if (k->raw.ns - a->ns < RATE_MIN_NS)
+		return false;
+	d_ns = (double)(k->raw.ns - a->ns);
+	per_tick = d_ns / (double)(k->raw.t - a->t);
+	err = ((double)a->width + (double)k->raw.width + 2.0 * (double)skew) / d_ns;
+	changed = s->rate_ref > 0 &&
+		fabs(per_tick / s->rate_ref - 1) > TSC_BOUND_DRIFT_PPM * 1e-6 + err + s->rate_ref_err;
+	if (changed) {
+		s->rate_ref = 0;
+	} else if (s->rate_ref <= 0 && err <= RATE_ERR_MAX) {
+		s->rate_ref = per_tick;
+		s->rate_ref_err = err;
+	}
+	s->rate_from = k->raw;
+	return changed;
+}
+
 /* The refresher's part: k against the last shot; the caller holds refreshing. */
 static void judge(struct state *s, struct shot *k)
 {
 	const struct shot *o = &s->shot;
 	bool step = false, resume = false, path = false;
-	bool vm = vm_moved(&s->vm_seen, &k->vm);
+	bool vm = vm_moved(&s->vm_seen, &k->vm), rate;
 	long maxerror = k->maxerror_us;
 
 	memcpy(k->by_cause, o->by_cause, sizeof(k->by_cause));
@@ -653,7 +793,9 @@ static void judge(struct state *s, struct shot *k)
 	k->by_cause[TSC_DISRUPTION_RESUME] += resume;
 	k->by_cause[TSC_DISRUPTION_CLOCKSOURCE] += path;
 	k->by_cause[TSC_DISRUPTION_VMCLOCK] += vm;
-	k->disruptions += step + resume + path + vm;
+	rate = rate_moved(s, k, resume || vm || path || k->vm_err == -EAGAIN);
+	k->by_cause[TSC_DISRUPTION_RATE] += rate;
+	k->disruptions += step + resume + path + vm + rate;
 	/*
 	 * A read that would not settle is compared with no one: the last
 	 * good one stays, and the bound is unknown (uncounted) until one does.
@@ -663,7 +805,7 @@ static void judge(struct state *s, struct shot *k)
 	else if (k->vm_err == -EAGAIN)
 		k->flags |= TSC_BOUND_DISRUPTED;
 	k->vm_ref = s->vm_seen;
-	if (step || resume || vm) {
+	if (step || resume || vm || rate) {
 		s->disrupted = true;
 		s->disrupted_maxerror_us = maxerror;
 		s->disrupted_mono = k->mono;

@@ -223,6 +223,9 @@ extern int (*tsc__test_adjtimex)(struct timex *tx);
 extern int64_t tsc__test_realtime_step_ns;
 /* ... and BOOTTIME ahead of MONOTONIC by this much more: a sleep, to the skew's note. */
 extern int64_t tsc__test_sleep_ns;
+/* ... and MONOTONIC_RAW faster by this many ppm from base on, to the TSC's rate check. */
+extern int64_t tsc__test_raw_ppm;
+extern int64_t tsc__test_raw_base;
 /* ... and the vmclock device read from this file (before the first bounded read). */
 extern const char *tsc__test_vmclock_path;
 /*

@@ -192,6 +192,7 @@ FIXTURE_SETUP(bound)
 	tsc__test_adjtimex = fake_adjtimex;
 	tsc__test_realtime_step_ns = 0;
 	tsc__test_sleep_ns = 0;
+	tsc__test_raw_ppm = 0;
 	self->c.sz = sizeof(self->c);
 	ASSERT_EQ(0, tsc_sysclock_init(&self->c, &so)) TH_LOG("%s", tsc_last_error());
 	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, self->c.path) TH_LOG("%s", self->c.why);
@@ -202,6 +203,7 @@ FIXTURE_TEARDOWN(bound)
 	tsc__test_adjtimex = NULL;
 	tsc__test_realtime_step_ns = 0;
 	tsc__test_sleep_ns = 0;
+	tsc__test_raw_ppm = 0;
 	remove_root(self->dir);
 }
 
@@ -799,6 +801,91 @@ TEST_F(bound, a_leap_second)
 		  t.leap_ns, t.bound_ns);
 }
 
+/* A refresh of the state, RATE_MIN_NS and more after the last: the terms then. */
+static void judged_later(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self,
+			 struct tsc_bound_terms *t)
+{
+	usleep(600000);
+	refresh_soon(_metadata, self);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, t));
+}
+
+/*
+ * The TSC's rate against MONOTONIC_RAW, on the kernel's page: steady,
+ * nothing; 2000 ppm off from a refresh on, one disruption at the next
+ * refresh half a second or more later, and no bound until the daemon
+ * speaks; steady at the new rate, nothing more.
+ */
+TEST_F(bound, the_tscs_rate_moved)
+{
+	TSC_BOUND_TERMS(t);
+
+	/* The first refresh anchors, the second sets the reference, the third compares. */
+	for (int i = 0; i < 3; i++)
+		judged_later(_metadata, self, &t);
+	EXPECT_EQ(0u, t.by_cause[TSC_DISRUPTION_RATE]) TH_LOG("steady, yet moved");
+	EXPECT_FALSE(t.flags & TSC_BOUND_DISRUPTED);
+
+	tsc__test_raw_base = tsc__ns_now(CLOCK_MONOTONIC_RAW);
+	tsc__test_raw_ppm = 2000;
+	judged_later(_metadata, self, &t);
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_RATE]);
+	EXPECT_EQ(1u, t.disruptions);
+	EXPECT_TRUE(t.flags & TSC_BOUND_DISRUPTED);
+	EXPECT_EQ(UINT64_MAX, t.bound_ns);
+	judged_later(_metadata, self, &t);
+	judged_later(_metadata, self, &t);
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_RATE]) TH_LOG("the new rate, steady, counted again");
+
+	/* The daemon speaks: a bound again. */
+	kern_set(800, STA_PLL | STA_NANO);
+	judged_later(_metadata, self, &t);
+	EXPECT_FALSE(t.flags & TSC_BOUND_DISRUPTED);
+	EXPECT_EQ(1u, t.disruptions);
+	EXPECT_EQ(0u, t.by_cause[TSC_DISRUPTION_STEP] + t.by_cause[TSC_DISRUPTION_RESUME] +
+		      t.by_cause[TSC_DISRUPTION_CLOCKSOURCE] + t.by_cause[TSC_DISRUPTION_VMCLOCK]);
+}
+
+/* A change in the middle of an interval: counted once, not at each end. */
+TEST_F(bound, the_tscs_rate_moved_mid_interval)
+{
+	TSC_BOUND_TERMS(t);
+
+	for (int i = 0; i < 3; i++)
+		judged_later(_metadata, self, &t);
+	usleep(300000);
+	tsc__test_raw_base = tsc__ns_now(CLOCK_MONOTONIC_RAW);
+	tsc__test_raw_ppm = 2000;
+	for (int i = 0; i < 4; i++)
+		judged_later(_metadata, self, &t);
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_RATE]);
+}
+
+/* Within tolerance (400 ppm), or a resume between: no disruption of the rate. */
+TEST_F(bound, the_tscs_rate_within_tolerance)
+{
+	TSC_BOUND_TERMS(t);
+
+	for (int i = 0; i < 3; i++)
+		judged_later(_metadata, self, &t);
+	tsc__test_raw_base = tsc__ns_now(CLOCK_MONOTONIC_RAW);
+	tsc__test_raw_ppm = 400;
+	judged_later(_metadata, self, &t);
+	judged_later(_metadata, self, &t);
+	EXPECT_EQ(0u, t.by_cause[TSC_DISRUPTION_RATE]) TH_LOG("400 ppm is within 500");
+
+	/* A resume, then 2000 ppm more: judged anew, not against before. */
+	self->p.real_off += 3000000000;
+	self->p.boot_off += 3000000000;
+	tsc__test_raw_base = tsc__ns_now(CLOCK_MONOTONIC_RAW);
+	tsc__test_raw_ppm = 2400;
+	judged_later(_metadata, self, &t);
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_RESUME]);
+	for (int i = 0; i < 3; i++)
+		judged_later(_metadata, self, &t);
+	EXPECT_EQ(0u, t.by_cause[TSC_DISRUPTION_RATE]) TH_LOG("the rate after a resume is its own");
+}
+
 /* A step, a resume, a clocksource change: each counted once, by cause. */
 TEST_F(bound, disruptions_on_the_page)
 {
@@ -910,6 +997,28 @@ TEST(disruptions_without_a_page)
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t));
 	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
 	tsc__test_realtime_step_ns = 0;
+	tsc__test_adjtimex = NULL;
+}
+
+/* Through clock_gettime() the bound does not read the TSC: its rate is not judged. */
+TEST(the_tscs_rate_without_a_page)
+{
+	TSC_BOUND_TERMS(t);
+	TSC_SYSCLOCK(c);
+
+	syscall_clock(_metadata, &c);
+	/* Anchored, a reference, compared; then 2000 ppm off, and compared again. */
+	for (int i = 0; i < 6; i++) {
+		if (i == 3) {
+			tsc__test_raw_base = tsc__ns_now(CLOCK_MONOTONIC_RAW);
+			tsc__test_raw_ppm = 2000;
+		}
+		ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t));
+		usleep(1100000);
+	}
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t));
+	EXPECT_EQ(0u, t.by_cause[TSC_DISRUPTION_RATE]);
+	tsc__test_raw_ppm = 0;
 	tsc__test_adjtimex = NULL;
 }
 
