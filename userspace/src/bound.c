@@ -328,26 +328,19 @@ static bool moved(int64_t a, int64_t b, uint64_t slack)
 
 #define SLEEP_TOL_NS	1000000	/* BOOTTIME - MONOTONIC moved by more: a sleep */
 
-/* BOOTTIME - MONOTONIC now, the narrowest of a few brackets, and its width. */
+static void sample_syscall(struct shot *k);
+
+/* BOOTTIME - MONOTONIC now, as a refresh samples it, and how far off it may be. */
 static int64_t boot_mono_now(uint64_t *width)
 {
-	int64_t off = 0;
+	struct shot k = { .taken = false };
 
-	*width = UINT64_MAX;
-	for (int i = 0; i < SAMPLES; i++) {
-		int64_t m1 = tsc__ns_now(CLOCK_MONOTONIC);
-		int64_t b = tsc__ns_now(CLOCK_BOOTTIME);
-		int64_t m2 = tsc__ns_now(CLOCK_MONOTONIC);
-
-		if ((uint64_t)(m2 - m1) < *width) {
-			*width = (uint64_t)(m2 - m1);
-			off = b - m1;
-		}
-	}
+	sample_syscall(&k);
+	*width = k.width;
 #ifdef TSC__TEST_HOOKS
-	off += __atomic_load_n(&tsc__test_sleep_ns, __ATOMIC_RELAXED);
+	k.boot_mono += __atomic_load_n(&tsc__test_sleep_ns, __ATOMIC_RELAXED);
 #endif
-	return off;
+	return k.boot_mono;
 }
 
 int tsc__skew_key(const char *root, struct tsc__skew_key *k, bool rate)
