@@ -65,6 +65,13 @@ static ssize_t max_skew_ticks_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(max_skew_ticks);
 
+static ssize_t measured_since_ns_show(struct device *dev,
+				      struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", tscfk_measured_since());
+}
+static DEVICE_ATTR_RO(measured_since_ns);
+
 /*
  * 1 when every online CPU was measured, consistent, and never seen to step
  * back against the reference.  Pair by pair with the reference only: two
@@ -112,6 +119,7 @@ static struct attribute *global_attrs[] = {
 	&dev_attr_last_measured_ns.attr,
 	&dev_attr_max_irqoff_ns.attr,
 	&dev_attr_max_skew_ticks.attr,
+	&dev_attr_measured_since_ns.attr,
 	&dev_attr_monotonic_vs_reference.attr,
 	&dev_attr_remeasure.attr,
 	&tscfk_timekeeper_freq_attr.attr,

@@ -101,6 +101,7 @@ static bool ref_unresponsive_said;
 
 struct measurement {
 	unsigned long run;	/* its number in runs_taken */
+	u64 started_ns;		/* CLOCK_MONOTONIC before any pair began */
 	int ref;		/* -1: none, every online CPU is isolated */
 	unsigned long start_by;	/* jiffies: the targets' sides must have started */
 	bool ref_unresponsive;	/* its side did not start: skip the rest */
@@ -407,7 +408,9 @@ static void judge_cpu(struct measurement *m, unsigned int cpu,
 	struct tscfk_cpu_result *r = &cpu_work[cpu].fresh;
 	bool turn = false;
 
-	*r = (struct tscfk_cpu_result){ .status = TSCFK_UNMEASURED };
+	*r = (struct tscfk_cpu_result){
+		.status = TSCFK_UNMEASURED, .started_ns = m->started_ns,
+	};
 	cpus_read_lock();
 	if ((int)cpu == m->ref) {
 		r->status = TSCFK_REFERENCE;
@@ -494,6 +497,7 @@ static void measure_requested(struct work_struct *work)
 	unsigned int cpu;
 	bool busy;
 
+	m.started_ns = ktime_get_ns();
 	cpus_read_lock();
 	m.ref = pick_reference();
 	busy = begin(&todo, &m);
@@ -561,6 +565,31 @@ bool tscfk_summarise(struct tscfk_skew *skew, struct tscfk_summary *s)
 		}
 	} while (read_seqcount_retry(&results_seq, seq));
 	return all;
+}
+
+/*
+ * When the oldest measurement that the online CPUs' results come from
+ * began: every offset behind max_skew_ticks was measured after it.  A
+ * CPU that came online is measured alone, against offsets of the others
+ * from before.  0 while no online CPU has a result.
+ */
+u64 tscfk_measured_since(void)
+{
+	unsigned int seq, cpu;
+	u64 since;
+
+	do {
+		seq = read_seqcount_begin(&results_seq);
+		since = U64_MAX;
+		for_each_online_cpu(cpu) {
+			/* As in tscfk_summarise(): the retry drops a torn copy. */
+			struct tscfk_cpu_result r = data_race(published[cpu]);
+
+			if (r.status != TSCFK_UNMEASURED)
+				since = min(since, r.started_ns);
+		}
+	} while (read_seqcount_retry(&results_seq, seq));
+	return since == U64_MAX ? 0 : since;
 }
 
 /*

@@ -45,6 +45,7 @@ struct tscfk_cpu_result {
 	unsigned int clean_rounds;	/* probes not stretched by a disturbance */
 	bool have_adjust;	/* the CPU has IA32_TSC_ADJUST, read as: */
 	s64 adjust;
+	u64 started_ns;		/* CLOCK_MONOTONIC when its measurement began */
 };
 
 const char *tscfk_why_name(enum tscfk_why why);
@@ -62,6 +63,7 @@ bool tscfk_read_result(unsigned int cpu, struct tscfk_cpu_result *r);
 void tscfk_read_summary(struct tscfk_summary *s);
 
 bool tscfk_summarise(struct tscfk_skew *skew, struct tscfk_summary *s);
+u64 tscfk_measured_since(void);
 int tscfk_measure_init(void);
 void tscfk_measure_exit(void);
 int tscfk_measure_all_sync(void);

@@ -71,7 +71,7 @@ TEST(offline_then_online)
 	int cpus[MAX_CPUS], n;
 	struct cpu_numbers others[MAX_CPUS];
 	int64_t ref, victim;
-	uint64_t gen;
+	uint64_t gen, since;
 	char path[128], buf[64];
 	struct stat before, after;
 
@@ -106,6 +106,7 @@ TEST(offline_then_online)
 			read_numbers(_metadata, cpus[i], &others[i]);
 
 	gen = READ_U64(TSC_DIR "/generation");
+	since = READ_U64(TSC_DIR "/measured_since_ns");
 	ASSERT_EQ(0, set_online((int)victim, true));
 	ASSERT_EQ(0, stat(cpu_path(path, sizeof(path), (int)victim, "topology"), &after));
 	EXPECT_NE(before.st_ino, after.st_ino) TH_LOG("the same topology directory: libtsc misses it");
@@ -115,6 +116,8 @@ TEST(offline_then_online)
 	expect_status(_metadata, (int)victim, "measured\n");
 	EXPECT_LE(8u, READ_U64(cpu_path(path, sizeof(path), (int)victim, "tsc/rounds")));
 	EXPECT_EQ(ref, READ_S64(TSC_DIR "/reference_cpu"));
+	/* Measured alone: the skew still rests on the reference's older run. */
+	EXPECT_EQ(since, READ_U64(TSC_DIR "/measured_since_ns"));
 	for (int i = 0; i < n; i++) {
 		struct cpu_numbers now;
 

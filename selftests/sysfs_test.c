@@ -16,7 +16,8 @@
 static const char * const global_ro[] = {
 	"unstable", "constant_tsc", "nonstop_tsc", "tsc_known_freq",
 	"tsc_reliable", "tsc_adjust", "reference_cpu", "generation",
-	"last_measured_ns", "max_irqoff_ns", "max_skew_ticks", "monotonic_vs_reference",
+	"last_measured_ns", "max_irqoff_ns", "max_skew_ticks", "measured_since_ns",
+	"monotonic_vs_reference",
 	"timekeeper_freq_millihz", "clock_page", "clock_steps", "clock_resumes",
 	"clocksource_changes",
 };
@@ -360,6 +361,7 @@ TEST(measurement_summary)
 	const char *overcommitted = getenv("TSCFK_OVERCOMMITTED");
 	uint64_t gen = READ_U64(TSC_DIR "/generation");
 	uint64_t when = READ_U64(TSC_DIR "/last_measured_ns");
+	uint64_t since = READ_U64(TSC_DIR "/measured_since_ns");
 	uint64_t irqoff = READ_U64(TSC_DIR "/max_irqoff_ns");
 	uint64_t bound_us = READ_U64(MODULE_DIR "/parameters/irqoff_max_us");
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -367,6 +369,9 @@ TEST(measurement_summary)
 	EXPECT_LE(1u, gen);
 	EXPECT_LT(0u, when);
 	EXPECT_GE(now_ns(CLOCK_MONOTONIC), when);
+	/* The results began to be measured before the last measurement ended. */
+	EXPECT_LT(0u, since);
+	EXPECT_GT(when, since);
 	TH_LOG("generation %" PRIu64 ", longest IRQ-off window %" PRIu64
 	       " ns (bound %" PRIu64 " us), %ld CPUs online", gen, irqoff,
 	       bound_us, online);

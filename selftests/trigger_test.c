@@ -29,6 +29,10 @@ TEST(one_triggers_one_measurement)
 		EXPECT_EQ(gen + 1, READ_U64(TSC_DIR "/generation"));
 		EXPECT_LT(when, READ_U64(TSC_DIR "/last_measured_ns"));
 		EXPECT_LE(start, READ_U64(TSC_DIR "/last_measured_ns"));
+		/* Every online CPU's result, from that run. */
+		EXPECT_LE(start, READ_U64(TSC_DIR "/measured_since_ns"));
+		EXPECT_GT(READ_U64(TSC_DIR "/last_measured_ns"),
+			  READ_U64(TSC_DIR "/measured_since_ns"));
 	}
 }
 
@@ -39,11 +43,12 @@ TEST(bad_writes_change_nothing)
 		"-1", "1 ",
 	};
 	static char junk[4096];
-	uint64_t gen, when;
+	uint64_t gen, when, since;
 
 	REQUIRE_MODULE();
 	gen = READ_U64(TSC_DIR "/generation");
 	when = READ_U64(TSC_DIR "/last_measured_ns");
+	since = READ_U64(TSC_DIR "/measured_since_ns");
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		EXPECT_EQ(-EINVAL, write_file(TRIGGER, bad[i], strlen(bad[i])))
 			TH_LOG("write '%s'", bad[i]);
@@ -60,6 +65,7 @@ TEST(bad_writes_change_nothing)
 
 	EXPECT_EQ(gen, READ_U64(TSC_DIR "/generation"));
 	EXPECT_EQ(when, READ_U64(TSC_DIR "/last_measured_ns"));
+	EXPECT_EQ(since, READ_U64(TSC_DIR "/measured_since_ns"));
 }
 
 /*
