@@ -6,7 +6,9 @@
  * disruption_marker.  The very first bounded reading after it counts a
  * vmclock disruption and has no bound, on the module's page (the front
  * door, whose inline reader, used before, must refuse it) and on
- * clock_gettime() alike.
+ * clock_gettime() alike.  The module's measurement of the two CPUs'
+ * skew, from before, is no longer in the bound, until the module
+ * measures again.
  *
  * Run by scripts/vm/migrate_test.py, as the guest's only program, from
  * its initramfs (no 9p share: QEMU refuses to migrate a guest that has
@@ -28,6 +30,7 @@
 
 #define DEVICE		"/dev/vmclock0"
 #define WAIT_S		600	/* for the host to migrate the guest */
+#define TSC_DIR		"/sys/devices/system/cpu/tsc"
 
 /* The device's page through read(): the driver's own consistent copy. */
 struct vmclock_head {
@@ -48,6 +51,19 @@ static int read_head(struct vmclock_head *h)
 	n = read(fd, h, sizeof(*h));
 	close(fd);
 	return n == (ssize_t)sizeof(*h) ? 0 : -EIO;
+}
+
+/* The module measures every CPU again: 0, or -errno. */
+static int remeasure(void)
+{
+	int fd = open(TSC_DIR "/remeasure", O_WRONLY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, "1", 1) != 1)
+		err = -errno;
+	close(fd);
+	return err;
 }
 
 static double mono_s(void)
@@ -123,8 +139,10 @@ TEST_F_TIMEOUT(migrate, a_migration_is_a_disruption, WAIT_S + 60)
 	double start, last;
 
 	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, tsc_time_path(&why)) TH_LOG("the module's page: %s", why);
+	ASSERT_LE(2, sysconf(_SC_NPROCESSORS_ONLN)) TH_LOG("migrate_test.py --smp 2: a skew to lose");
 	ASSERT_EQ(0, read_head(&h0));
 	terms_of(_metadata, &self->c, &f0, &o0);
+	EXPECT_FALSE(f0.flags & TSC_BOUND_SKEW_UNKNOWN) TH_LOG("the module measured both CPUs");
 	EXPECT_EQ(h0.marker, f0.vmclock_marker);
 	EXPECT_EQ(h0.marker, o0.vmclock_marker);
 	EXPECT_EQ(0u, f0.by_cause[TSC_DISRUPTION_VMCLOCK]);
@@ -187,6 +205,19 @@ TEST_F_TIMEOUT(migrate, a_migration_is_a_disruption, WAIT_S + 60)
 		tsc_realtime_bounded(&fb);
 		ASSERT_EQ(f1.disruptions, fb.disruptions);
 	}
+
+	/* The skew the module measured on the host before: not in the bound. */
+	EXPECT_TRUE(f1.flags & TSC_BOUND_SKEW_UNKNOWN) TH_LOG("the skew of before the migration");
+	EXPECT_EQ(0u, f1.skew_ns);
+	sleep(2);	/* a refresh, which still knows nothing newer */
+	ASSERT_EQ(0, tsc_time_bound_terms(&f1));
+	EXPECT_TRUE(f1.flags & TSC_BOUND_SKEW_UNKNOWN) TH_LOG("forgotten at the next refresh");
+	ASSERT_EQ(0, remeasure());
+	sleep(2);
+	ASSERT_EQ(0, tsc_time_bound_terms(&f1));
+	EXPECT_FALSE(f1.flags & TSC_BOUND_SKEW_UNKNOWN) TH_LOG("measured again, since");
+	TH_LOG("the skew term before %llu ns, after the module measured again %llu ns",
+	       (unsigned long long)f0.skew_ns, (unsigned long long)f1.skew_ns);
 }
 
 TEST_HARNESS_MAIN

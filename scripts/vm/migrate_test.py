@@ -13,7 +13,7 @@ the kernel come from a root of scripts/kernel-roots.sh (trixie's: QEMU 10,
 kernels 7.x with the vmclock driver); QEMU runs there.
 
 Usage: migrate_test.py --kernel RELEASE --program PATH [--module KO]...
-                       [--kmod NAME]... [--log FILE] [--timeout SEC]
+                       [--kmod NAME]... [--smp N] [--log FILE] [--timeout SEC]
   --module: a module file to load (ours); --kmod: a module of the kernel's,
   with its dependencies.  Exit: the program's status; 4 (a reason on
   stdout) if no root has the kernel or its QEMU no vmclock; 125 if the
@@ -201,6 +201,7 @@ def main():
     ap.add_argument("--program", required=True)
     ap.add_argument("--module", action="append", default=[])
     ap.add_argument("--kmod", action="append", default=[])
+    ap.add_argument("--smp", type=int, default=1)
     ap.add_argument("--log")
     ap.add_argument("--timeout", type=int, default=900)
     a = ap.parse_args()
@@ -218,7 +219,7 @@ def main():
     log_path = a.log or os.path.join(REPO, "build", "vm", "migrate.log")
     initrd = os.path.join(work, "initramfs.cpio.gz")
     state = os.path.join(work, "state")
-    argv = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "512",
+    argv = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", str(a.smp), "-m", "512",
             "-nographic", "-no-reboot", "-nic", "none",
             "-device", "isa-debug-exit,iobase=0x501,iosize=0x01", "-device", "vmclock",
             "-kernel", f"/boot/vmlinuz-{a.kernel}", "-initrd", initrd,

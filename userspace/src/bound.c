@@ -217,6 +217,12 @@ struct state {
 	double rate_ref_err;		/* how far off that may be, relatively */
 	uint64_t skew_gen;		/* the module's tsc/generation + 1 at the skew read; 0 none */
 	uint64_t skew_ns;
+	/*
+	 * MONOTONIC after a vmclock disruption was seen: the module's skew
+	 * is unknown until it measured since (tsc/measured_since_ns); 0
+	 * none.  The refresher's, read by a reader taking its own shot too.
+	 */
+	uint64_t skew_after_ns;
 	const char *root;		/* its sysfs root; NULL: the system's */
 	struct state *next;
 };
@@ -471,16 +477,31 @@ static uint64_t noted_skew(const char *root)
 }
 
 /*
+ * The module's measurement began after MONOTONIC 'after' (0: any will do):
+ * one from before a migration says nothing of the TSCs of the host the VM
+ * runs on now.  False if the module cannot say (a module without the file).
+ */
+static bool measured_after(const char *root, uint64_t after)
+{
+	uint64_t since;
+
+	return !after || (!tsc__read_u64(root, CPU_DIR "/tsc/measured_since_ns", &since) &&
+			  since > after);
+}
+
+/*
  * How far apart any two CPUs' TSCs may read, in ns: the module's
- * max_skew_ticks at tsc_khz, if every online CPU is measured; 0 with one
- * CPU online; without the module, the library's own measurement of these
- * CPUs, if it holds; else UINT64_MAX, unknown.  The refresher (cache)
- * keeps the module's until its generation moves; others read it all.
+ * max_skew_ticks at tsc_khz, if every online CPU is measured, and since
+ * the last vmclock disruption this state saw; 0 with one CPU online;
+ * without the module, the library's own measurement of these CPUs, if
+ * it holds; else UINT64_MAX, unknown.  The refresher (cache) keeps the
+ * module's until its generation moves; others read it all.
  */
 static uint64_t skew_of(struct state *s, bool cache)
 {
 	const char *root = root_of(s);
 	uint64_t gen, gen_after, ticks, khz, skew = UINT64_MAX;
+	uint64_t after = __atomic_load_n(&s->skew_after_ns, __ATOMIC_RELAXED);
 	cpu_set_t online;
 	int cpu;
 
@@ -494,9 +515,10 @@ static uint64_t skew_of(struct state *s, bool cache)
 		}
 		return CPU_COUNT(&online) == 1 ? 0 : noted_skew(root);
 	}
-	if (cache && s->skew_gen == gen + 1)
+	if (cache && s->skew_gen == gen + 1 && !after)
 		return s->skew_ns;
-	if (tsc__read_u64(root, CPU_DIR "/tsc/max_skew_ticks", &ticks) ||
+	if (!measured_after(root, after) ||
+	    tsc__read_u64(root, CPU_DIR "/tsc/max_skew_ticks", &ticks) ||
 	    tsc__read_u64(root, CPU_DIR "/cpu0/tsc_freq_khz", &khz) || !khz ||
 	    tsc__read_cpulist(root, CPU_DIR "/online", &online, true))
 		goto out;
@@ -530,6 +552,8 @@ out:
 	if (cache) {
 		s->skew_ns = skew;
 		s->skew_gen = skew == UINT64_MAX ? 0 : gen + 1;	/* unknown: again next time */
+		if (skew != UINT64_MAX)
+			__atomic_store_n(&s->skew_after_ns, 0, __ATOMIC_RELAXED);
 	}
 	return skew;
 }
@@ -644,6 +668,16 @@ static void sample_rate(struct rate_pair *r)
 }
 
 /*
+ * The hypervisor's page read twice, and between the two its counter was
+ * disrupted: either field moved.
+ */
+static bool vm_moved(const struct tsc__vmclock *o, const struct tsc__vmclock *k)
+{
+	return o->present && k->present &&
+	       (o->marker != k->marker || (o->has_gen && k->has_gen && o->gen != k->gen));
+}
+
+/*
  * A state as of now, of page p (the kernel's, or another: then
  * clock_gettime()'s); by the refresher (cache), or by a reader for itself.
  * The clock is read before the NTP state, so that the growth counts from
@@ -674,21 +708,19 @@ static void take(struct state *s, const volatile struct tsc_timepage *p, bool rd
 		*now = k->mono + (uint64_t)k->real_mono;
 	}
 	k->vm_err = tsc__vmclock_read(&k->vm);
+	/*
+	 * A migration since the last refresh: the TSCs are another host's,
+	 * and the module's skew is unknown until it measures them again.
+	 * MONOTONIC now, after the read that saw it, is after the migration.
+	 */
+	if (cache && vm_moved(&s->vm_seen, &k->vm))
+		__atomic_store_n(&s->skew_after_ns, (uint64_t)tsc__ns_now(CLOCK_MONOTONIC),
+				 __ATOMIC_RELAXED);
 	tsc__ntp_read(&n);
 	tsc__bound_base(&n, skew_of(s, cache), k->on_page ? 1 : 0, *now, &k->base);
 	k->flags = k->base.flags;
 	/* The disruption's bookkeeping reads it: kept with the shot. */
 	k->maxerror_us = n.known ? n.maxerror_us : -1;
-}
-
-/*
- * The hypervisor's page read twice, and between the two its counter was
- * disrupted: either field moved.
- */
-static bool vm_moved(const struct tsc__vmclock *o, const struct tsc__vmclock *k)
-{
-	return o->present && k->present &&
-	       (o->marker != k->marker || (o->has_gen && k->has_gen && o->gen != k->gen));
 }
 
 /* The marker moved since shot k's reference: the slow path's check, between refreshes. */

@@ -616,6 +616,17 @@ static bool is_25000_ticks(struct __test_metadata *_metadata, uint64_t skew)
 	return skew != UINT64_MAX;
 }
 
+/* The module's tsc/measured_since_ns: MONOTONIC now, plus off (in s). */
+static void measured_since(struct __test_metadata *_metadata, const char *d, int off)
+{
+	struct timespec ts;
+	char v[32];
+
+	ASSERT_EQ(0, clock_gettime(CLOCK_MONOTONIC, &ts));
+	snprintf(v, sizeof(v), "%lld\n", ((long long)ts.tv_sec + off) * 1000000000 + ts.tv_nsec);
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/measured_since_ns", v);
+}
+
 /*
  * Without the module's measurement, the library's own (tsc_report_get()
  * in userspace) gives the skew term: the last one, proven, for its root,
@@ -698,14 +709,61 @@ TEST_F(bound, the_librarys_own_skew)
 	remove_root(other);
 	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("the note is another root's");
 
-	/* The module's measurement first, where it has one. */
+	/* The module's measurement first, where it has one (and since the migrations above). */
 	note(_metadata, d, 25000, true);
+	measured_since(_metadata, d, 0);
 	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "3\n");
 	fake_put(_metadata, d, "/devices/system/cpu/tsc/max_skew_ticks", "1000\n");
 	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc_freq_khz", "2000000\n");
 	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc/status", "reference\n");
 	fake_put(_metadata, d, "/devices/system/cpu/cpu1/tsc/status", "measured\n");
 	EXPECT_EQ(501u, skew_now(_metadata, self)) TH_LOG("1000 ticks at 2 GHz, 500 ppm more");
+}
+
+/*
+ * A migration: the module's skew, measured on the host before, is unknown
+ * until the module has measured every CPU again, after the migration was
+ * seen (tsc/measured_since_ns), whatever its generation says.
+ */
+TEST_F(bound, the_modules_skew_after_a_migration)
+{
+	const char *d = self->dir;
+
+	two_cpus(_metadata, d);
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "3\n");
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/max_skew_ticks", "1000\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc_freq_khz", "2000000\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc/status", "reference\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu1/tsc/status", "measured\n");
+	measured_since(_metadata, d, -1);
+	EXPECT_EQ(501u, skew_now(_metadata, self));
+
+	vm_set(self->vm, VM_MARKER, 6);
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("measured before a migration");
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("and still, at the next refresh");
+	/* A CPU measured alone: the others' offsets are as old. */
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "4\n");
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("only the generation moved");
+	/* A module that cannot say when: unknown. */
+	fake_set(_metadata, d, "/devices/system/cpu/tsc/measured_since_ns", NULL);
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "5\n");
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("no measured_since_ns");
+	/* Every CPU measured again: known again, and stays so. */
+	measured_since(_metadata, d, 0);
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "6\n");
+	EXPECT_EQ(501u, skew_now(_metadata, self));
+	measured_since(_metadata, d, -1);
+	EXPECT_EQ(501u, skew_now(_metadata, self)) TH_LOG("a second migration is not yet seen");
+
+	/* The VM generation moved (a snapshot restored): the same. */
+	vm_set(self->vm, VM_GEN, 1);
+	vm_set(self->vm, VM_FLAGS, VM_GEN_PRESENT);
+	EXPECT_EQ(501u, skew_now(_metadata, self)) TH_LOG("the first generation read is no change");
+	vm_set(self->vm, VM_GEN, 2);
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("measured before a VM generation");
+	measured_since(_metadata, d, 0);
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "7\n");
+	EXPECT_EQ(501u, skew_now(_metadata, self));
 }
 
 /*
