@@ -46,7 +46,7 @@ SKEW_DEFAULT = 1e-6
 BOUND_DEFAULT = 0.01
 ALL_RULES = {"TSCUnstable", "TSCNotTrustworthy", "TSCClocksourceNotTSC", "TSCSkewHigh",
              "TSCFrequencySourcesDisagree", "TSCSysclockFallback", "TSCReportStale",
-             "TSCTimeBoundWide", "TSCClockDisrupted"}
+             "TSCTimeBoundWide", "TSCClockDisrupted", "TSCVMClockDisrupted"}
 # The module's counts, as tsc-report's JSON names them and its metric labels them.
 CAUSES = {"clock_steps": "step", "clock_resumes": "resume", "clocksource_changes": "clocksource"}
 STATES = (1, 2, 3, 4)

@@ -52,7 +52,7 @@ PY
 invariant=False
 grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo && invariant=True
 
-ktap_plan 50
+ktap_plan 56
 "$tool" --help > "$tmp/help"; st=$?
 ktap_check "--help exits 0 with the usage" test $st = 0 -a -n "$(grep -l '^Usage: tsc-report' "$tmp/help")"
 usage_errors "$tool" "--bogus" "extra" "--json --prometheus" "--prometheus --json" "--sysfs-root" \
@@ -133,6 +133,64 @@ ktap_check "no counts where a file is missing or not a count: null, no series, '
 	-a -z "$(grep -h tsc_clock_disruptions "$tmp/old.prom" "$tmp/junk.prom")" \
 	-a "$(grep -h -c '^Disruptions  *unknown' "$tmp/old.txt" "$tmp/junk.txt" | tr '\n' ' ')" = "1 1 "
 
+# The hypervisor's clock page, /dev/vmclock0, as the bounded read sees
+# it: a fake page (layout 1, status synchronized, the marker past 2^52)
+# in a mount namespace of its own, readable and then not to this user;
+# and on this system, its device or none.
+python3 -c 'import struct, sys
+pg = bytearray(4096)
+pg[0:12] = b"VCLK" + struct.pack("<IHBB", 4096, 1, 255, 0)
+pg[12] = 2                                              # seq_count, even
+pg[16:24] = struct.pack("<Q", (1 << 60) + 7)            # disruption_marker
+pg[34] = 2                                              # clock_status
+open(sys.argv[1], "wb").write(pg)' "$tmp/vmclock0"
+chmod 644 "$tmp/vmclock0"
+# shellcheck disable=SC2317 # run by ktap_check
+valid_json_all() { for f; do valid_json "$f" "$schema" || return 1; done; }
+# $1: setpriv's arguments, or none; then the tool's.
+with_vmclock() {
+	local who=$1
+	shift
+	# shellcheck disable=SC2086,SC2016 # who: words or none; the inner shell's $0 and $@
+	unshare -m sh -c 'mount -t tmpfs none /dev && cp -p "$0" /dev/vmclock0 && exec "$@"' \
+		"$tmp/vmclock0" ${who:+setpriv $who} "$tool" "$@"
+}
+if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
+	for t in "the VM clock page: its status and marker" "and in Prometheus, the marker's low 52 bits" \
+		 "unreadable to the user: said so" "and in Prometheus" "both valid against the schema"; do
+		ktap_skip "$t" "a mount namespace needs root (unshare -m)"
+	done
+else
+	with_vmclock "" --sysfs-root "$tmp/good" --json > "$tmp/vm.json"
+	with_vmclock "" --sysfs-root "$tmp/good" --prometheus > "$tmp/vm.prom"
+	with_vmclock "" --sysfs-root "$tmp/good" > "$tmp/vm.txt"
+	ktap_check "the VM clock page: its status and marker" test \
+		"$(json "$tmp/vm.json" 'j["vmclock"]')" = "{'clock_status': 'synchronized', 'disruption_marker': 1152921504606846983}" \
+		-a "$(grep -c '^VM clock  */dev/vmclock0: clock synchronized, disruption marker 1152921504606846983$' "$tmp/vm.txt")" = 1
+	ktap_check "and in Prometheus, the marker's low 52 bits" test \
+		"$(grep -e '^tsc_vmclock_disruption_marker ' -e '^tsc_vmclock_status.* 1$' "$tmp/vm.prom" | tr '\n' ' ')" = \
+		'tsc_vmclock_status{status="synchronized"} 1 tsc_vmclock_disruption_marker 7 '
+	chmod 600 "$tmp/vmclock0"
+	chmod 755 "$tmp"
+	who="--reuid=65534 --regid=65534 --clear-groups"
+	with_vmclock "$who" --sysfs-root "$tmp/good" --json > "$tmp/vm-user.json"
+	with_vmclock "$who" --sysfs-root "$tmp/good" --prometheus > "$tmp/vm-user.prom"
+	with_vmclock "$who" --sysfs-root "$tmp/good" > "$tmp/vm-user.txt"
+	ktap_check "unreadable to the user: said so" test \
+		"$(json "$tmp/vm-user.json" 'j["vmclock"]')" = "{'clock_status': 'unreadable', 'disruption_marker': None}" \
+		-a "$(grep -c '^VM clock .* cannot be opened by this user' "$tmp/vm-user.txt")" = 1
+	ktap_check "and in Prometheus" test \
+		"$(grep -e '^tsc_vmclock_disruption_marker' -e '^tsc_vmclock_status.* 1$' "$tmp/vm-user.prom" | tr '\n' ' ')" = \
+		'tsc_vmclock_status{status="unreadable"} 1 '
+	ktap_check "both valid against the schema" valid_json_all "$tmp/vm.json" "$tmp/vm-user.json"
+	chmod 700 "$tmp"
+fi
+if [ -e /dev/vmclock0 ]; then
+	ktap_check "on this system: its vmclock device read" test "$(json "$tmp/good.json" 'j["vmclock"] is not None')" = True
+else
+	ktap_check "on this system: no vmclock device, none in JSON or Prometheus" test \
+		"$(json "$tmp/good.json" 'j["vmclock"]')" = None -a -z "$(grep tsc_vmclock "$tmp/good.prom")"
+fi
 # In a sandbox: under a seccomp filter that allows adjtimex(), the tool
 # reads the kernel's NTP state (its maxerror, never 0 once read); under
 # one that kills the caller for it or fails it, as systemd's

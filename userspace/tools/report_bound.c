@@ -50,6 +50,31 @@ static const struct {
 	[EV_CLOCKSOURCE] = { "clocksource_changes", "clocksource", "clocksource changes" },
 };
 
+/*
+ * The hypervisor's clock page: its clock_status (VMCLOCK_STATUS_* of
+ * <linux/vmclock-abi.h>, 0 to 4), or what kept the library from it.
+ */
+static const char *const vm_status_names[] = {
+	"unknown", "initializing", "synchronized", "freerunning", "unreliable",
+	"unreadable", "unsettled",
+};
+#define VM_STATUSES	(sizeof(vm_status_names) / sizeof(vm_status_names[0]))
+
+/* Its name, or NULL for no device: -2 the process may not open it, -3 mid-write. */
+static const char *vm_status(int32_t status)
+{
+	if (status == -1)
+		return NULL;
+	if (status == -2)
+		return "unreadable";
+	if (status == -3)
+		return "unsettled";
+	return status >= 0 && status < 5 ? vm_status_names[status] : "unknown";
+}
+
+/* The marker as Prometheus keeps it exactly (a float64): compared for change only. */
+#define VM_MARKER_MASK	((UINT64_C(1) << 52) - 1)
+
 static void terms_of(const struct tsc_bound_terms *t, uint64_t term[NTERMS])
 {
 	term[0] = t->maxerror_ns;
@@ -167,6 +192,15 @@ void bound_print_human(FILE *out, const struct bound_view *v)
 	for (size_t i = 0; i < NFLAGS; i++)
 		if (t->flags & flag_names[i].flag)
 			fprintf(out, "               %s: %s\n", flag_names[i].name, flag_names[i].why);
+	if (!vm_status(t->vmclock_status))
+		fprintf(out, "VM clock       no /dev/vmclock0: a live migration, if this is a VM, goes unseen\n");
+	else if (t->vmclock_status == -2)
+		fprintf(out, "VM clock       /dev/vmclock0 cannot be opened by this user: a live migration goes unseen\n");
+	else if (t->vmclock_status == -3)
+		fprintf(out, "VM clock       /dev/vmclock0 did not settle while read: the hypervisor is writing it\n");
+	else
+		fprintf(out, "VM clock       /dev/vmclock0: clock %s, disruption marker %" PRIu64 "\n",
+			vm_status(t->vmclock_status), t->vmclock_marker);
 	if (!v->have_events) {
 		fprintf(out, "Disruptions    unknown: the tsc_freq_khz module (1.4 or later) counts them\n");
 		return;
@@ -200,6 +234,15 @@ void bound_print_json(FILE *out, const struct bound_view *v)
 		fprintf(out, "%s\"%s\": %" PRIu64, i ? ", " : "", term_names[i], term[i]);
 	fprintf(out, "}, \"esterror_ns\": %" PRIu64 ", \"age_ns\": %" PRIu64 "},\n",
 		t->esterror_ns, t->age_ns);
+	fprintf(out, "  \"vmclock\": ");
+	if (!vm_status(t->vmclock_status))
+		fprintf(out, "null,\n");
+	else if (t->vmclock_status < 0)
+		fprintf(out, "{\"clock_status\": \"%s\", \"disruption_marker\": null},\n",
+			vm_status(t->vmclock_status));
+	else
+		fprintf(out, "{\"clock_status\": \"%s\", \"disruption_marker\": %" PRIu64 "},\n",
+			vm_status(t->vmclock_status), t->vmclock_marker);
 	fprintf(out, "  \"disruptions\": ");
 	if (!v->have_events) {
 		fprintf(out, "null,\n");
@@ -255,6 +298,19 @@ void bound_print_prometheus(FILE *out, const struct bound_view *v)
 	for (size_t i = 0; i < NFLAGS; i++)
 		fprintf(out, "tsc_time_bound_flag{flag=\"%s\"} %d\n", flag_names[i].name,
 			!!(t->flags & flag_names[i].flag));
+	if (vm_status(t->vmclock_status)) {
+		cli_prom_head(out, "tsc_vmclock_status", "gauge",
+			      "1 for the clock status of /dev/vmclock0, the hypervisor's clock page, or why it could not be read.");
+		for (size_t i = 0; i < VM_STATUSES; i++)
+			fprintf(out, "tsc_vmclock_status{status=\"%s\"} %d\n", vm_status_names[i],
+				!strcmp(vm_status_names[i], vm_status(t->vmclock_status)));
+	}
+	if (t->vmclock_status >= 0) {
+		cli_prom_head(out, "tsc_vmclock_disruption_marker", "gauge",
+			      "The low 52 bits of /dev/vmclock0's disruption_marker, which the hypervisor moves at a live migration: compare for change.");
+		fprintf(out, "tsc_vmclock_disruption_marker %" PRIu64 "\n",
+			t->vmclock_marker & VM_MARKER_MASK);
+	}
 	if (!v->have_events)
 		return;
 	cli_prom_head(out, "tsc_clock_disruptions_total", "counter",
