@@ -125,30 +125,32 @@ deps-run deps-check deps-deb: deps-%:
 # The two commands of the README install what they need, then start a new
 # make: KERNELS and the lists made from it are read when make starts, and on
 # a fresh machine the kernels arrive only with the packages.
-check: deps-check
-	@$(MAKE) --no-print-directory check-all
+check:
+	@mkdir -p $(BUILD) && : > $(CHECK_TIMES)
+	@$(call timed,deps-check)
+	@$(MAKE) --no-print-directory check-all CHECK_TIMES_GO_ON=1
 run: deps-run
 	@$(MAKE) --no-print-directory show
 
+# Each step of make check is made on its own and timed: the table at the
+# end (or at the step that failed) says where the time goes.
+CHECK_TIMES = $(BUILD)/check-times.txt
+print_times = awk '{ printf "check: %-42s %6d s%s\n", $$1, $$2, $$3 ? "  (failed)" : ""; t += $$2 } \
+	END { printf "check: %-42s %6d s\n", "all steps", t }' $(CHECK_TIMES)
+timed = t0=$$(date +%s); $(MAKE) --no-print-directory $(1); st=$$?; \
+	echo "$(1) $$(($$(date +%s) - t0)) $$st" >> $(CHECK_TIMES); \
+	[ $$st = 0 ] || { $(print_times); exit 1; }
+
 # What no timing depends on first, beside the debug kernels' build (mk/vm.mk),
-# then, once it is done, everything that times something.
+# then, once it is done, everything that times something; each guest is a
+# step of its own.
+CHECK_STEPS = debug-kernels-start style doc-links kbuild-check install-check deb-check \
+	fresh-root-check lib-lint lib-abi doc-examples debug-kernels-wait check-unit lib-check \
+	lib-coverage bench-smoke $(VM_CHECK_STEPS)
 check-all:
-	$(MAKE) debug-kernels-start
-	$(MAKE) style
-	$(MAKE) doc-links
-	$(MAKE) kbuild-check
-	$(MAKE) install-check
-	$(MAKE) deb-check
-	$(MAKE) fresh-root-check
-	$(MAKE) lib-lint
-	$(MAKE) lib-abi
-	$(MAKE) doc-examples
-	$(MAKE) debug-kernels-wait
-	$(MAKE) check-unit
-	$(MAKE) lib-check
-	$(MAKE) lib-coverage
-	$(MAKE) bench-smoke
-	$(MAKE) vm-check
+	@mkdir -p $(BUILD) && $(if $(CHECK_TIMES_GO_ON),touch,:>) $(CHECK_TIMES)
+	@for step in $(CHECK_STEPS); do $(call timed,$$step); done
+	@$(print_times)
 	@# Top-level results; and the subtests the guests' tests skipped, which
 	@# their own "ok" does not show (each with its reason in the log).
 	@cat $(BUILD)/lib-check.log $(BUILD)/deb-check.log $(BUILD)/doc-examples.log $(VM_LOGS) | awk \
