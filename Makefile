@@ -12,10 +12,11 @@
 #   make check           every test: style, builds, unit, packages, a fresh
 #                        root, guests
 #   sudo make check-host the selftests on this machine's own kernel
+#   make help            every target, one line each (mk/help.mk)
 #
 # Kbuild, not this file, lists the module's sources.  The checks are in
 # mk/: lib.mk (libtsc), kbuild.mk (style and builds), packaging.mk (install,
-# DKMS, packages, fresh root), vm.mk (the guests).
+# DKMS, packages, fresh root), vm.mk (the guests), help.mk (make help).
 
 # Every kernel with a build tree here, oldest first (sort -V: 6.9 < 6.12):
 # the module is built, W=1 and sparse clean, and DKMS-installed for each.
@@ -79,7 +80,7 @@ SOURCES := Kbuild $(wildcard module/*.[ch] module/compat/* common/*.[ch])
 
 all: module lib
 
-include mk/lib.mk mk/kbuild.mk mk/packaging.mk mk/vm.mk
+include mk/lib.mk mk/kbuild.mk mk/packaging.mk mk/vm.mk mk/help.mk
 
 module: $(SOURCES)
 	@test -n "$(KDIR)" || { echo "no kernel build tree: install linux-headers-$(KERNELRELEASE)" >&2; exit 1; }

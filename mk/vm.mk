@@ -274,9 +274,27 @@ VM_CHECK_STEPS := $(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-bench-smoke vm-sc
 	$(ISOLATION_RUNS) $(RT_SPINNER_RUNS) $(DEBUG_RUNS)
 vm-check: $(VM_CHECK_STEPS)
 
+# The guests named after kernels, by their role: docs and habits need
+# not name kernel versions.  Only those whose kernel this machine has.
+VM_ROLE.vm-oldest := vm-$(OLDEST_GENERIC)-smp2
+VM_ROLE.vm-oldest-smp1 := vm-$(OLDEST_GENERIC)-smp1
+VM_ROLE.vm-oldest-smp4 := vm-$(OLDEST_GENERIC)-smp4
+VM_ROLE.vm-host := vm-$(lastword $(HOST_GENERIC))-smp2
+VM_ROLE.vm-newest := vm-$(NEWEST_GENERIC)-smp2
+VM_ROLE.vm-newest-smp4 := vm-$(NEWEST_GENERIC)-smp4
+VM_ROLE.vm-rt := vm-$(NEWEST_RT)-smp2
+VM_ROLE.vm-isolation-newest := vm-isolation-$(NEWEST_GENERIC)
+VM_ROLE.vm-isolation-rt := vm-isolation-$(NEWEST_RT)
+VM_ROLE.vm-rt-spinner-oldest := vm-rt-spinner-$(OLDEST_GENERIC)
+VM_ROLE.vm-rt-spinner-rt := vm-rt-spinner-$(NEWEST_RT)
+VM_ROLES := $(foreach r,vm-oldest vm-oldest-smp1 vm-oldest-smp4 vm-host vm-newest vm-newest-smp4 vm-rt \
+	vm-isolation-newest vm-isolation-rt vm-rt-spinner-oldest vm-rt-spinner-rt,$(if \
+	$(filter $(VM_ROLE.$(r)),$(VM_CHECK_STEPS)),$(r)))
+$(foreach r,$(VM_ROLES),$(eval $(r): $(VM_ROLE.$(r))))
+
 # Every guest's log with KTAP results, for make check's summary.
 VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS)))
 
-.PHONY: debug-kernels-start debug-kernels-wait vm-check $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-bench-smoke vm-bench-causes bench-windows vm-scaling $(ISOLATION_RUNS) \
+.PHONY: debug-kernels-start debug-kernels-wait vm-check $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-bench-smoke vm-bench-causes bench-windows vm-scaling $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) vm-debug $(DEBUG_RUNS)

@@ -13,15 +13,25 @@ a #anchor into a Markdown file must be the GitHub slug of one of its
 headings (lower case, punctuation but '-' and '_' dropped, spaces to '-',
 -1, -2, ... for repeats).
 
-Prints FILE:LINE: broken link TARGET (why) for each broken link and exits
-1; else one summary line, and exits 0.  Usage: check-doc-links.py [ROOT]
-(default: the repository this script is in).
+And that every make target the same files name, in code (a code span or
+a fenced block: "make check", "sudo make -C userspace install"), is one
+of the Makefile's that the command runs: -C DIR's, else the Makefile
+beside the file, else the top level's; that every .PHONY target of the
+top level has a line in make help (mk/help.mk), and each line there a
+target.
+
+Prints FILE:LINE: broken link TARGET (why) for each broken link, FILE:LINE:
+no make target TARGET for each, and exits 1; else one summary line, and
+exits 0.  Usage: check-doc-links.py [ROOT] (default: the repository this
+script is in).
 """
 
 import functools
 import glob
 import os
 import re
+import shlex
+import subprocess
 import sys
 from urllib.parse import unquote
 
@@ -99,6 +109,103 @@ def problem(root, md, target):
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def make_database(directory):
+    """(targets, phony) of the Makefile in directory, from make's database."""
+    out = subprocess.run(["make", "-pRrq", "-C", directory, ":"], capture_output=True,
+                         text=True).stdout
+    targets, phony, skip = set(), set(), False
+    for line in out.splitlines():
+        if line == "# Not a target:":
+            skip = True
+            continue
+        m = re.match(r"^([^#\s%][^:=]*?):(?![=:])(.*)$", line)
+        if m and not skip:
+            names = m.group(1).split()
+            if names == [".PHONY"]:
+                phony.update(m.group(2).split())
+            else:
+                targets.update(names)
+        skip = False
+    return frozenset(targets), frozenset(phony)
+
+
+def make_commands(path):
+    """(line number, command) of each make command in code in path."""
+    fence = None
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            m = FENCE.match(line)
+            if fence is None and m:
+                fence = m.group(1)
+                continue
+            if fence is not None:
+                if m and m.group(1)[0] == fence[0] and not line[m.end():].strip():
+                    fence = None
+                    continue
+                cmds = [re.sub(r"^\s*\$?\s*", "", line)]
+            else:
+                cmds = [c[1] for c in CODE_SPAN.findall(line)]
+            for cmd in cmds:
+                if re.match(r"(sudo\s+)?make(\s|$)", cmd.strip()):
+                    yield n, cmd.strip()
+
+
+def make_targets(cmd):
+    """(directory or None, [targets]) of a make command; None if not checkable."""
+    try:
+        words = shlex.split(cmd, comments=True)
+    except ValueError:
+        return None
+    if words and words[0] == "sudo":
+        words = words[1:]
+    directory, targets, i = None, [], 1
+    while i < len(words):
+        w = words[i]
+        if w in ("&&", "||", ";", "|") or w.startswith((">", "<", "|")):
+            break
+        if w == "-C" and i + 1 < len(words):
+            directory, i = words[i + 1], i + 2
+            continue
+        if w in ("-f", "--file") or w.startswith("-f"):
+            return None
+        if not w.startswith("-") and "=" not in w:
+            targets.append(w.rstrip(",.;:)"))
+        i += 1
+    return directory, targets
+
+
+def check_make(root, files):
+    """Problems with the make targets the files name, and help's list."""
+    bad, named = [], 0
+    for md in files:
+        for n, cmd in make_commands(md):
+            got = make_targets(cmd)
+            if not got:
+                continue
+            directory, targets = got
+            here = os.path.dirname(md)
+            if directory:
+                places = [os.path.join(root, directory)]
+            else:
+                places = [here] if os.path.isfile(os.path.join(here, "Makefile")) else []
+                places.append(root)
+            for t in targets:
+                named += 1
+                if not any(t in make_database(p)[0] for p in places):
+                    bad.append("%s:%d: no make target %s (in %s)" %
+                               (os.path.relpath(md, root), n, t, cmd))
+    phony = make_database(root)[1]
+    helped = set(subprocess.run(["make", "-s", "-C", root, "help-targets"], capture_output=True,
+                                text=True).stdout.split())
+    bad += ["Makefile: .PHONY target %s has no line in make help (mk/help.mk)" % t
+            for t in sorted(phony - helped)]
+    bad += ["mk/help.mk: %s is in make help but not a .PHONY target" % t
+            for t in sorted(helped - phony)]
+    return bad, named
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                            os.path.join(os.path.dirname(__file__), os.pardir))
@@ -123,10 +230,15 @@ def main():
                     broken += 1
                     print("%s:%d: broken link %s (%s)" %
                           (os.path.relpath(md, root), n, target, why))
-    if broken:
-        print("# doc links: %d of %d links in %d files broken" % (broken, links, len(files)))
+    bad, named = check_make(root, files)
+    for line in bad:
+        print(line)
+    if broken or bad:
+        print("# doc links: %d of %d links in %d files broken; %d problems with make targets" %
+              (broken, links, len(files), len(bad)))
         return 1
-    print("# doc links: %d links in %d files, all resolve" % (links, len(files)))
+    print("# doc links: %d links in %d files, all resolve; %d make targets named, all exist, "
+          "and make help lists every one" % (links, len(files), named))
     return 0
 
 

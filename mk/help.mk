@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# make help: every target of this Makefile and of mk/, one line each, the
+# guests named after this machine's kernels and by role.  Included by the
+# top-level Makefile.  A target is .PHONY and has a line here, or
+# scripts/check-doc-links.py (make doc-links) fails.
+
+help_main := run check
+help_build := show all module lib install install-module install-module-kernel install-lib \
+	deb clean selftests lib-helpers linux-source deps-run deps-check deps-deb
+help_check := check-all check-host style doc-links doc-examples kbuild-check check-unit \
+	install-check dkms-check deb-check fresh-root-check lib-check lib-lint lib-abi \
+	lib-coverage fuzz debug-kernels-start debug-kernels-wait help
+help_guests := vm-check $(VM_ROLES) $(VM_CHECK_STEPS) vm-debug vm-bench-causes
+help_bench := bench bench-accuracy bench-smoke bench-windows
+HELP_TARGETS = $(help_main) $(help_build) $(help_check) $(help_guests) $(help_bench)
+
+HELP.run := build, load the module (here or in a QEMU guest), show its files and libtsc's verdict
+HELP.check := every test, as CI runs it; installs what it needs, then a table of each step's time
+HELP.show := what make run shows, without installing anything first
+HELP.all := the module for KERNELRELEASE (or KDIR), and libtsc (the default)
+HELP.module := tsc_freq_khz.ko for KERNELRELEASE (or KDIR)
+HELP.lib := libtsc, its tools and their tests, in build/userspace
+HELP.install := the module and libtsc (INSTALL_MOD_PATH; PREFIX; DESTDIR)
+HELP.install-module := the module alone, into updates/, then depmod
+HELP.install-module-kernel := refuse an install for a kernel other than the running one
+HELP.install-lib := libtsc, its header, pkg-config file, tools and man pages
+HELP.deb := the four Debian packages, in build/deb
+HELP.clean := remove build/ and kbuild's output
+HELP.selftests := the kselftest programs, in build/selftests
+HELP.lib-helpers := the tools and helpers the guests' libtsc tests run
+HELP.linux-source := Debian's linux-source-6.1, unpacked: checkpatch.pl and the kselftest headers
+HELP.deps-run := install the packages make run needs (apt-get, quiet when present)
+HELP.deps-check := install the packages make check needs, and bring the kernel roots up to date
+HELP.deps-deb := install the packages make deb needs
+HELP.check-all := make check without installing anything first
+HELP.check-host := the selftests on this machine's own kernel (root, a kernel that loads modules)
+HELP.style := checkpatch.pl --strict on the module, shellcheck on the scripts
+HELP.doc-links := every relative link of the Markdown resolves, every make target named exists
+HELP.doc-examples := every C example of the README, compiled and run as written
+HELP.kbuild-check := W=1 and sparse builds for every kernel, here and in the kernel roots
+HELP.check-unit := the kernel estimator's and the test harness's own unit tests
+HELP.install-check := make install staged for each kernel; libtsc through pkg-config
+HELP.dkms-check := DKMS builds the module for this machine's kernels, skips the excluded
+HELP.deb-check := the packages built, linted, installed with apt, used and purged
+HELP.fresh-root-check := make run and make deb in a clean Debian root, then the packages there
+HELP.lib-check := libtsc's unit tests with sanitizers, the tools' tests, fuzzing, promtool
+HELP.lib-lint := clang-tidy and cppcheck over libtsc, its tools and bench/
+HELP.lib-abi := libtsc's ABI against every released version's dump
+HELP.lib-coverage := the unit tests' line coverage of libtsc, against its floor
+HELP.fuzz := the fuzz targets, FUZZ_SECONDS each
+HELP.debug-kernels-start := build the KASAN and KCSAN kernels in the background (cached)
+HELP.debug-kernels-wait := wait for that build
+HELP.help := this list
+HELP.vm-check := every guest below that make check runs, one after another
+HELP.vm-debug := the guests of the debug kernels
+HELP.vm-notsc := a CPU without a TSC: the module refuses to load
+HELP.vm-suspend := the clocks across a suspend to RAM and to idle (1 CPU)
+HELP.vm-vmclock := libtsc's bound across a migration, QEMU's vmclock device (2 CPUs)
+HELP.vm-bench-smoke := the benchmarks that need the module, quick, in a guest
+HELP.vm-bench-causes := tsc-jitter's causes beside rtla osnoise's, on the newest rt kernel
+HELP.vm-scaling := load time against the CPU count, 1 to $(SCALING_CPUS)
+HELP.vm-fleet-e2e := the packages, node_exporter and Prometheus, and chronyd, end to end
+HELP.bench := the benchmarks, full length
+HELP.bench-accuracy := libtsc's clocks against clock_gettime(), full length
+HELP.bench-smoke := the benchmarks, quick
+HELP.bench-windows := what the interrupts-off window buys (bench/irqoff_windows.sh)
+
+# The generated guests' lines.
+HELP.vm-oldest := $(OLDEST_GENERIC), 2 CPUs: every kernel-side selftest
+HELP.vm-oldest-smp1 := $(OLDEST_GENERIC), 1 CPU: $(ONE_CPU_TESTS)
+HELP.vm-oldest-smp4 := $(OLDEST_GENERIC), 4 vCPUs: $(OVERCOMMIT_TESTS)
+HELP.vm-host := $(lastword $(HOST_GENERIC)), this machine's newest, 2 CPUs: every kernel-side selftest
+HELP.vm-newest := $(NEWEST_GENERIC), 2 CPUs: every selftest, the tools' and chronyd's too
+HELP.vm-newest-smp4 := $(NEWEST_GENERIC), 4 vCPUs: $(STALL_TESTS)
+HELP.vm-rt := $(NEWEST_RT), PREEMPT_RT, 2 CPUs: every kernel-side selftest
+HELP.vm-isolation-newest := $(NEWEST_GENERIC): cpu1 isolated, left alone
+HELP.vm-isolation-rt := $(NEWEST_RT): cpu1 isolated, left alone
+HELP.vm-rt-spinner-oldest := $(OLDEST_GENERIC): a SCHED_FIFO spinner owns a CPU, nothing waits on it unbounded
+HELP.vm-rt-spinner-rt := $(NEWEST_RT): the same on PREEMPT_RT
+help_text = $(or $(HELP.$(1)),$(call help_guest,$(1)))
+help_guest = $(call guest_kind,$(1))$(if $(call vm_alias_of,$(1)), (make $(call vm_alias_of,$(1))))
+guest_kind = $(if $(filter vm-isolation-%,$(1)),$(1:vm-isolation-%=%): cpu1 isolated,$(if \
+	$(filter vm-rt-spinner-%,$(1)),$(1:vm-rt-spinner-%=%): a SCHED_FIFO spinner owns a CPU,$(if \
+	$(filter vm-debug-%,$(1)),the selftests on the $(1:vm-debug-%=%) debug kernel,$(call \
+	vm_kernel,$(1:vm-%=%)), $(call vm_smp,$(1:vm-%=%)) CPU$(if $(filter-out 1,$(call vm_smp,$(1:vm-%=%))),s))))
+# The role a guest has an alias for, if any.
+vm_alias_of = $(firstword $(foreach r,$(VM_ROLES),$(if $(filter $(1),$(VM_ROLE.$(r))),$(r))))
+
+# A line of the list: target and text, the text quoted for the shell.
+sq := '
+help_line = printf '  %-36s %s\n' '$(1)' '$(subst $(sq),$(sq)\$(sq)$(sq),$(call help_text,$(1)))';
+
+help:
+	@echo "make TARGET: the two commands of the README first, then by kind."
+	@printf '\nThe two commands:\n'; $(foreach t,$(help_main),$(call help_line,$(t)))
+	@printf '\nBuild and install:\n'; $(foreach t,$(help_build),$(call help_line,$(t)))
+	@printf '\nChecks (make check runs them all):\n'; $(foreach t,$(help_check),$(call help_line,$(t)))
+	@printf '\nQEMU guests, by role, then as make check runs them (this machine'"'"'s kernels):\n'; \
+		$(foreach t,$(help_guests),$(call help_line,$(t)))
+	@printf '\nBenchmarks (bench/):\n'; $(foreach t,$(help_bench),$(call help_line,$(t)))
+
+# One target a line, for scripts/check-doc-links.py.
+help-targets:
+	@printf '%s\n' $(HELP_TARGETS) help-targets
+
+.PHONY: help help-targets
