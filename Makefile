@@ -14,9 +14,11 @@
 #   sudo make check-host the selftests on this machine's own kernel
 #   make help            every target, one line each (mk/help.mk)
 #
-# Kbuild, not this file, lists the module's sources.  The checks are in
-# mk/: lib.mk (libtsc), kbuild.mk (style and builds), packaging.mk (install,
-# DKMS, packages, fresh root), vm.mk (the guests), help.mk (make help).
+# Kbuild, not this file, lists the module's sources.  The rest is in mk/:
+# style.mk (checkpatch, shellcheck, the docs), kbuild.mk (the module's
+# builds for every kernel, the selftests'), lib.mk (libtsc), bench.mk (the
+# benchmarks), packaging.mk (install, DKMS, packages, fresh root), vm.mk
+# (the guests), help.mk (make help).
 
 # Every kernel with a build tree here, oldest first (sort -V: 6.9 < 6.12):
 # the module is built, W=1 and sparse clean, and DKMS-installed for each.
@@ -80,7 +82,7 @@ SOURCES := Kbuild $(wildcard module/*.[ch] module/compat/* common/*.[ch])
 
 all: module lib
 
-include mk/lib.mk mk/kbuild.mk mk/packaging.mk mk/vm.mk mk/help.mk
+include mk/style.mk mk/kbuild.mk mk/lib.mk mk/bench.mk mk/packaging.mk mk/vm.mk mk/help.mk
 
 module: $(SOURCES)
 	@test -n "$(KDIR)" || { echo "no kernel build tree: install linux-headers-$(KERNELRELEASE)" >&2; exit 1; }
@@ -146,7 +148,7 @@ timed = t0=$$(date +%s); $(MAKE) --no-print-directory $(1); st=$$?; \
 # then, once it is done, everything that times something; each guest is a
 # step of its own.
 CHECK_STEPS = debug-kernels-start style doc-links kbuild-check install-check deb-check \
-	fresh-root-check lib-lint lib-abi doc-examples debug-kernels-wait check-unit lib-check \
+	fresh-root-check lib-lint lib-abi doc-examples debug-kernels-wait selftests-check lib-check \
 	lib-coverage bench-smoke $(VM_CHECK_STEPS)
 check-all:
 	@mkdir -p $(BUILD) && $(if $(CHECK_TIMES_GO_ON),touch,:>) $(CHECK_TIMES)
@@ -157,15 +159,6 @@ check-all:
 	@cat $(BUILD)/lib-check.log $(BUILD)/deb-check.log $(BUILD)/doc-examples.log $(VM_LOGS) | awk \
 		'/^ok .*# SKIP/ { s++; next } /^ok / { p++ } /^not ok / { f++ } /^# ok .*# SKIP/ { n++ } \
 		END { printf "check: %d passed, %d failed, %d skipped; %d subtests skipped inside them\n", p, f, s, n }'
-
-# Every relative link in README.md and Documentation/ resolves.
-doc-links:
-	scripts/check-doc-links.py
-
-# Every C example of the README, compiled and run as it is written there.
-doc-examples: lib
-	@scripts/check-doc-examples.py --lib $(BUILD)/userspace README.md | tee $(BUILD)/doc-examples.log; \
-	exit $${PIPESTATUS[0]}
 
 # On a machine whose kernel loads modules: the same selftests, directly.
 HOST_RELEASE = $(KDIR_RELEASE)
@@ -194,4 +187,4 @@ show:
 	fi || [ $$? -eq 1 ]
 
 .PHONY: all module install install-module install-module-kernel install-lib clean deps-run deps-check deps-deb \
-	check check-all check-host run show doc-links doc-examples
+	check check-all check-host run show

@@ -8,7 +8,7 @@
 help_main := run check
 help_build := show all module lib install install-module install-module-kernel install-lib \
 	deb clean selftests lib-helpers linux-source deps-run deps-check deps-deb
-help_check := check-all check-host style doc-links doc-examples kbuild-check check-unit \
+help_check := check-all check-host style doc-links doc-examples kbuild-check selftests-check \
 	install-check dkms-check deb-check fresh-root-check lib-check lib-lint lib-abi \
 	lib-coverage fuzz debug-kernels-start debug-kernels-wait help
 help_guests := vm-check $(VM_ROLES) $(VM_CHECK_STEPS) vm-debug vm-bench-causes
@@ -39,7 +39,7 @@ HELP.style := checkpatch.pl --strict on the module, shellcheck on the scripts
 HELP.doc-links := every relative link of the Markdown resolves, every make target named exists
 HELP.doc-examples := every C example of the README, compiled and run as written
 HELP.kbuild-check := W=1 and sparse builds for every kernel, here and in the kernel roots
-HELP.check-unit := the kernel estimator's and the test harness's own unit tests
+HELP.selftests-check := the selftests' own parts (estimator, ktap.sh, harness.h) and the guest harness's
 HELP.install-check := make install staged for each kernel; libtsc through pkg-config
 HELP.dkms-check := DKMS builds the module for this machine's kernels, skips the excluded
 HELP.deb-check := the packages built, linted, installed with apt, used and purged

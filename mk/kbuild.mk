@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# The kernel side's checks: checkpatch, the W=1/sparse build for every
-# kernel, the selftests' build and the estimator's unit test.  Included by
-# the top-level Makefile.
+# The kernel side's builds: the W=1/sparse build for every kernel, the
+# selftests' build, and the selftests' and the guest harness's own unit
+# tests.  Included by the top-level Makefile.
 
 # checkpatch.pl and the kselftest headers, from Debian's linux-source-6.1.
 LINUX_SOURCE := $(BUILD)/linux-source
@@ -16,20 +16,6 @@ $(LINUX_SOURCE)/.extracted: /usr/src/linux-source-6.1.tar.xz
 		linux-source-6.1/tools/testing/selftests/kselftest_harness.h
 	touch $@
 linux-source: $(LINUX_SOURCE)/.extracted
-
-# checkpatch --strict for the kernel code (the shared estimator is plain
-# C11 on purpose, userspace compiles it too, so kernel type names are not
-# asked of it), not the header an in-tree build generates; shellcheck for
-# the scripts that make check relies on.
-STYLE_KERNEL_C := $(filter-out module/compat-probes.h,$(wildcard module/*.[ch])) \
-	$(wildcard module/compat/*.c selftests/kmod/*.c)
-style: linux-source
-	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
-		-f $(STYLE_KERNEL_C)
-	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
-		--ignore PREFER_KERNEL_TYPES -f common/*.[ch]
-	shellcheck -x -P SCRIPTDIR scripts/*.sh scripts/*/*.sh module/compat/probe.sh \
-		selftests/*.sh selftests/fleet/*.sh userspace/tests/*.sh
 
 # W=1 and sparse (C=2) for every kernel, each in its own copy of the tree
 # so that builds for different kernels never share objects, a kernel of a
@@ -69,11 +55,13 @@ $(BUILD)/kbuild/%/kmod/tscfk_fake_kernel_file.ko: selftests/kmod/Kbuild selftest
 selftests: linux-source
 	$(MAKE) -C selftests OUTPUT=$(BUILD)/selftests KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests
 
-check-unit: selftests
+# The selftests' own parts (the shared estimator, ktap.sh, harness.h) and
+# the guest harness's (scripts/vm/), tested on this machine.
+selftests-check: selftests
 	$(BUILD)/selftests/estimator_test
 	selftests/ktap_test.sh
 	selftests/harness_test.sh $(BUILD)/selftests/harness_probe
 	scripts/vm/run-in-vm_test.sh
 	scripts/vm/guest-init_test.sh
 
-.PHONY: linux-source style kbuild-check selftests check-unit
+.PHONY: linux-source kbuild-check selftests selftests-check

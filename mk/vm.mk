@@ -115,39 +115,6 @@ vm-vmclock: selftests kbuild-check
 		--module $(call VM_KO,$(NEWEST_GENERIC)) --log $(BUILD)/vm/vmclock.log >/dev/null
 	@! grep -a -e '^not ok' -e '^ok .*# SKIP' $(BUILD)/vm/vmclock.log
 
-# offsets_bench and irqoff_windows.sh need the module, clock_accuracy a
-# clock it may slew and step: smoke-run them in a 2-CPU guest, the last
-# held to its bounds (the exact path's too: the module is loaded).
-vm-bench-smoke: dkms-check kbuild-check bench-smoke
-	scripts/vm/run-in-vm.sh --kernel $(NEWEST_GENERIC) --smp 2 \
-		--log $(BUILD)/vm/bench.log -- sh -c \
-		"bench/irqoff_windows.sh $(call VM_KO,$(NEWEST_GENERIC)) --quick && \
-		 insmod $(call VM_KO,$(NEWEST_GENERIC)) && $(BUILD)/bench/offsets_bench --quick && \
-		 $(BUILD)/bench/clock_accuracy --adjust-clocks --quick --assert"
-
-# tsc-jitter's causes beside rtla osnoise's on the same injections
-# (bench/jitter_vs_rtla.sh), in a 2-CPU guest of the newest rt kernel:
-# Debian builds the osnoise tracer rtla reads into its rt kernels alone.
-vm-bench-causes: selftests lib
-	scripts/vm/run-in-vm.sh --kernel $(NEWEST_RT) --smp 2 --log $(BUILD)/vm/bench-causes.log -- \
-		bench/jitter_vs_rtla.sh $(BUILD)/userspace/tsc-jitter $(BUILD)/selftests/cause_inject
-
-# What the interrupts-off window length buys (bench/irqoff_windows.sh):
-# on this kernel if it loads modules, else in a 2-CPU guest of each
-# generic kernel (make bench runs it).
-bench-windows:
-	@if [ -e /proc/modules ]; then \
-		$(MAKE) -s module && bench/irqoff_windows.sh tsc_freq_khz.ko $(WINDOWS_ARGS); \
-	else \
-		for k in $(HOST_GENERIC); do \
-			$(MAKE) -s module KDIR=/lib/modules/$$k/build && \
-			echo "irqoff_windows.sh in a guest of $$k with 2 CPUs:" && \
-			scripts/vm/run-in-vm.sh --quiet --kernel $$k --smp 2 --timeout 1800 \
-				--log $(BUILD)/vm/windows-$$k.log -- \
-				bench/irqoff_windows.sh tsc_freq_khz.ko $(WINDOWS_ARGS) || exit 1; \
-		done; \
-	fi
-
 # Load time against the CPU count, 1 to 8 (CPU hotplug in one 8-CPU guest).
 # On a host with fewer CPUs the guest is overcommitted, and the test only
 # logs the figures: they are the host's scheduling then.
@@ -296,5 +263,5 @@ $(foreach r,$(VM_ROLES),$(eval $(r): $(VM_ROLE.$(r))))
 VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS)))
 
-.PHONY: debug-kernels-start debug-kernels-wait vm-check $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-bench-smoke vm-bench-causes bench-windows vm-scaling $(ISOLATION_RUNS) \
+.PHONY: debug-kernels-start debug-kernels-wait vm-check $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-scaling $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) vm-debug $(DEBUG_RUNS)
