@@ -279,8 +279,13 @@ struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_ti
 			s->root = copy;
 			/* The page it is for, for good; odd until its first refresh. */
 			s->line.page = page;
-			/* The device mapped before any reader compares its marker. */
-			(void)tsc__vmclock_marker();
+			/*
+			 * The device mapped before any reader compares its
+			 * marker, and read: a migration between now and the
+			 * first refresh is one, for the readings taken since.
+			 */
+			if (tsc__vmclock_read(&s->vm_seen))
+				s->vm_seen = (struct tsc__vmclock){ .present = false };
 			s->line.seq = 1;
 			s->next = states;
 			states = s;
@@ -477,6 +482,23 @@ static uint64_t noted_skew(const char *root)
 }
 
 /*
+ * A migration since the last refresh: the TSCs are another host's, and
+ * the module's skew is unknown until it measures them again.  MONOTONIC
+ * now, after the read that saw it, is after the migration; as the
+ * module's files count it, in the initial time namespace.  This
+ * process's own may be offset, by its children's (in
+ * /proc/self/timens_offsets) or by none, if it has called
+ * unshare(CLONE_NEWTIME) since it was forked: whichever is later.
+ */
+static uint64_t migration_seen(void)
+{
+	int64_t mono, boot, now = tsc__ns_now(CLOCK_MONOTONIC);
+
+	tsc__timens_offsets(&mono, &boot);
+	return (uint64_t)(mono < 0 ? now - mono : now);
+}
+
+/*
  * The module's measurement began after MONOTONIC 'after' (0: any will do):
  * one from before a migration says nothing of the TSCs of the host the VM
  * runs on now.  False if the module cannot say (a module without the file).
@@ -501,7 +523,7 @@ static uint64_t skew_of(struct state *s, bool cache)
 {
 	const char *root = root_of(s);
 	uint64_t gen, gen_after, ticks, khz, skew = UINT64_MAX;
-	uint64_t after = __atomic_load_n(&s->skew_after_ns, __ATOMIC_RELAXED);
+	uint64_t after = __atomic_load_n(&s->skew_after_ns, __ATOMIC_RELAXED), since_migration = 0;
 	cpu_set_t online;
 	int cpu;
 
@@ -517,10 +539,17 @@ static uint64_t skew_of(struct state *s, bool cache)
 	}
 	if (cache && s->skew_gen == gen + 1 && !after)
 		return s->skew_ns;
-	if (!measured_after(root, after) ||
-	    tsc__read_u64(root, CPU_DIR "/tsc/max_skew_ticks", &ticks) ||
-	    tsc__read_u64(root, CPU_DIR "/cpu0/tsc_freq_khz", &khz) || !khz ||
-	    tsc__read_cpulist(root, CPU_DIR "/online", &online, true))
+	if (tsc__read_cpulist(root, CPU_DIR "/online", &online, true))
+		goto out;
+	if (CPU_COUNT(&online) == 1) {
+		skew = 0;	/* one CPU: nothing to be apart from, migrated or not */
+		goto out;
+	}
+	if (!measured_after(root, after))
+		goto out;
+	since_migration = after;
+	if (tsc__read_u64(root, CPU_DIR "/tsc/max_skew_ticks", &ticks) ||
+	    tsc__read_u64(root, CPU_DIR "/cpu0/tsc_freq_khz", &khz) || !khz)
 		goto out;
 	for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
 		char rel[128], path[4096], buf[32];
@@ -552,7 +581,8 @@ out:
 	if (cache) {
 		s->skew_ns = skew;
 		s->skew_gen = skew == UINT64_MAX ? 0 : gen + 1;	/* unknown: again next time */
-		if (skew != UINT64_MAX)
+		/* Measured since the migration: no longer the question. */
+		if (since_migration && skew != UINT64_MAX)
 			__atomic_store_n(&s->skew_after_ns, 0, __ATOMIC_RELAXED);
 	}
 	return skew;
@@ -708,14 +738,8 @@ static void take(struct state *s, const volatile struct tsc_timepage *p, bool rd
 		*now = k->mono + (uint64_t)k->real_mono;
 	}
 	k->vm_err = tsc__vmclock_read(&k->vm);
-	/*
-	 * A migration since the last refresh: the TSCs are another host's,
-	 * and the module's skew is unknown until it measures them again.
-	 * MONOTONIC now, after the read that saw it, is after the migration.
-	 */
 	if (cache && vm_moved(&s->vm_seen, &k->vm))
-		__atomic_store_n(&s->skew_after_ns, (uint64_t)tsc__ns_now(CLOCK_MONOTONIC),
-				 __ATOMIC_RELAXED);
+		__atomic_store_n(&s->skew_after_ns, migration_seen(), __ATOMIC_RELAXED);
 	tsc__ntp_read(&n);
 	tsc__bound_base(&n, skew_of(s, cache), k->on_page ? 1 : 0, *now, &k->base);
 	k->flags = k->base.flags;

@@ -216,6 +216,8 @@ int tsc__bound_terms(struct tsc__bound *const *slot_b,
 		     struct tsc_bound_terms *t);
 /* sysclock.c: its fork handlers registered (once): 0 or pthread_atfork()'s error. */
 int tsc__fork_handlers(void);
+/* The time namespace offsets of this process's children (their own, mostly), in ns. */
+void tsc__timens_offsets(int64_t *mono_ns, int64_t *boot_ns);
 /* The unit tests' own: adjtimex() replaced (NULL: the kernel's). */
 struct timex;
 extern int (*tsc__test_adjtimex)(struct timex *tx);

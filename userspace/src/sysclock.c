@@ -146,22 +146,22 @@ out:
  * The offsets of CLOCK_MONOTONIC and CLOCK_BOOTTIME (which CLOCK_REALTIME
  * has none of) in the time namespace of this process's children, which
  * is its own unless it called unshare(CLONE_NEWTIME) since it was
- * forked: 0 if none, 1 and the reason if there are.  No file (a kernel
- * before 5.6, or no /proc): none.  The weaker evidence, for a page that
- * cannot be read now (page_tells_our_clocks()).
+ * forked, in ns; 0 for none.  No file (a kernel before 5.6, or no
+ * /proc): none.
  */
-static int offsets_for_children(char *why, size_t size)
+void tsc__timens_offsets(int64_t *mono_ns, int64_t *boot_ns)
 {
 	char buf[256], *line, *next;
 	ssize_t n;
 	int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
 
+	*mono_ns = *boot_ns = 0;
 	if (fd < 0)
-		return 0;
+		return;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return;
 	buf[n] = 0;
 	/* "monotonic 1000 0": a name, seconds, nanoseconds. */
 	for (line = buf; *line; line = next) {
@@ -173,11 +173,29 @@ static int offsets_for_children(char *why, size_t size)
 		next = line + strcspn(line, "\n");
 		if (*next)
 			next++;
-		if (sec || nsec) {
-			snprintf(why, size, "clock_gettime(): the time namespace offsets %.*s by %lld s %lld ns, which the kernel's page does not hold",
-				 (int)name, line, sec, nsec);
-			return 1;
-		}
+		if (name == 9 && !strncmp(line, "monotonic", 9))
+			*mono_ns = (int64_t)sec * 1000000000 + nsec;
+		else if (name == 8 && !strncmp(line, "boottime", 8))
+			*boot_ns = (int64_t)sec * 1000000000 + nsec;
+	}
+}
+
+/*
+ * Those offsets: 0 if none, 1 and the reason if there are.  The weaker
+ * evidence, for a page that cannot be read now (page_tells_our_clocks()).
+ */
+static int offsets_for_children(char *why, size_t size)
+{
+	int64_t mono, boot;
+
+	tsc__timens_offsets(&mono, &boot);
+	if (mono || boot) {
+		int64_t off = mono ? mono : boot;
+
+		snprintf(why, size, "clock_gettime(): the time namespace offsets %s by %lld s %lld ns, which the kernel's page does not hold",
+			 mono ? "monotonic" : "boottime", (long long)(off / 1000000000),
+			 (long long)(off % 1000000000));
+		return 1;
 	}
 	return 0;
 }

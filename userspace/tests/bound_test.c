@@ -764,6 +764,38 @@ TEST_F(bound, the_modules_skew_after_a_migration)
 	measured_since(_metadata, d, 0);
 	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "7\n");
 	EXPECT_EQ(501u, skew_now(_metadata, self));
+
+	/* One CPU online: no skew to lose. */
+	vm_set(self->vm, VM_MARKER, 7);
+	fake_put(_metadata, d, "/devices/system/cpu/online", "0\n");
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "8\n");
+	EXPECT_EQ(0u, skew_now(_metadata, self)) TH_LOG("one CPU, after a migration");
+	fake_put(_metadata, d, "/devices/system/cpu/online", "0-1\n");
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "9\n");
+	EXPECT_EQ(UINT64_MAX, skew_now(_metadata, self)) TH_LOG("cpu1 back, not measured since");
+}
+
+/*
+ * A migration after the clock was set up and before its first refresh:
+ * counted by that refresh, and the module's skew unknown.
+ */
+TEST_F(bound, a_migration_before_the_first_refresh)
+{
+	TSC_BOUND_TERMS(t);
+	const char *d = self->dir;
+
+	two_cpus(_metadata, d);
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "3\n");
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/max_skew_ticks", "1000\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc_freq_khz", "2000000\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc/status", "reference\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu1/tsc/status", "measured\n");
+	measured_since(_metadata, d, -1);
+	vm_set(self->vm, VM_MARKER, 6);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_VMCLOCK]);
+	EXPECT_TRUE(t.flags & TSC_BOUND_SKEW_UNKNOWN);
+	EXPECT_TRUE(t.flags & TSC_BOUND_DISRUPTED);
 }
 
 /*

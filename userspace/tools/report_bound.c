@@ -26,10 +26,10 @@ static const struct {
 	{ TSC_BOUND_UNSYNCED, "unsynced",
 	  "no NTP daemon keeps the clock (STA_UNSYNC, maxerror 16 s, or no adjtimex())" },
 	{ TSC_BOUND_DISRUPTED, "disrupted",
-	  "stepped or resumed since the NTP daemon last stated its maxerror" },
+	  "stepped, resumed, migrated or the TSC's rate moved since the NTP daemon last stated its maxerror" },
 	{ TSC_BOUND_LEAP, "leap", "a leap second is due at the end of the UTC day" },
 	{ TSC_BOUND_SKEW_UNKNOWN, "skew_unknown",
-	  "the CPUs' TSCs were not all measured against each other: not in the bound" },
+	  "the CPUs' TSCs were not all measured against each other, or not since a migration: not in the bound" },
 	{ TSC_BOUND_STALE, "stale", "the NTP state could not be read again for 2 s" },
 };
 #define NFLAGS	(sizeof(flag_names) / sizeof(flag_names[0]))
