@@ -12,7 +12,8 @@ set -eu
 # Kernels the module is built and tested against: Debian bookworm's 6.1 and
 # 6.12, generic flavour (booted in the guest), and the headers to build for
 # them.  check adds every other flavour: cloud and rt headers (built), and
-# the 6.12 rt image (booted too).
+# the 6.12 rt image, booted where no kernel root (kernel-roots.sh) has a
+# newer rt kernel.
 kernels="linux-image-amd64 linux-headers-amd64 linux-image-6.12-amd64 linux-headers-6.12-amd64"
 flavours="linux-headers-cloud-amd64 linux-headers-rt-amd64 linux-headers-6.12-cloud-amd64
 	  linux-headers-6.12-rt-amd64 linux-image-6.12-rt-amd64"

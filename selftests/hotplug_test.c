@@ -2,7 +2,8 @@
 /*
  * CPU hotplug: an offlined CPU keeps its files, which read as unmeasured
  * (numbers: ENODATA, reason: offline); brought back, it alone is measured
- * again without anyone asking.  Every change bumps the generation.  Needs
+ * again without anyone asking, the others' results and measured_since_ns
+ * untouched.  Every change bumps the generation.  Needs
  * the module loaded, root, two CPUs and a hot-pluggable one.  And the
  * kernel makes the CPU's topology directory anew (a new inode), which
  * libtsc's own skew measurement relies on to see that a CPU left

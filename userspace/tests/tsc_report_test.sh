@@ -4,8 +4,10 @@
 # tsc-report: usage errors exit 2; against a fake sysfs holding the module's
 # files, the JSON validates against the schema and carries those values,
 # promtool accepts the Prometheus text, and the exit status is the verdict;
-# bad files fall back instead of failing; on the real system it agrees
-# with what is there.
+# bad files fall back instead of failing; the time's bound, the module's
+# disruption counts and a fake vmclock page (in a mount namespace of its
+# own, readable and then not) as JSON and Prometheus give them; seccomp
+# filters; on the real system it agrees with what is there.
 #
 # Usage: tsc_report_test.sh TOOL SCHEMA [SECCOMP_RUN]
 #   (needs python3-jsonschema, promtool; SECCOMP_RUN: tests/seccomp_run.c)
