@@ -8,10 +8,10 @@
 help_main := run check
 help_build := show all module lib install install-module install-module-kernel install-lib \
 	deb clean selftests lib-helpers linux-source deps-run deps-check deps-deb
-help_check := check-all check-host style doc-links doc-examples kbuild-check selftests-check \
-	install-check dkms-check deb-check fresh-root-check lib-check lib-lint lib-abi \
+help_check := check-quick check-all check-host style doc-links doc-examples kbuild-check selftests-check \
+	install-check dkms-check deb-check fresh-root-check lib-check lib-unit lib-lint lib-abi \
 	lib-coverage fuzz debug-kernels-start debug-kernels-wait help
-help_guests := vm-check $(VM_ROLES) $(VM_CHECK_STEPS) vm-debug vm-bench-causes
+help_guests := vm-check vm-quick $(VM_ROLES) $(VM_CHECK_STEPS) vm-debug vm-bench-causes
 help_bench := bench bench-accuracy bench-smoke bench-windows
 HELP_TARGETS = $(help_main) $(help_build) $(help_check) $(help_guests) $(help_bench)
 
@@ -33,6 +33,7 @@ HELP.linux-source := Debian's linux-source-6.1, unpacked: checkpatch.pl and the 
 HELP.deps-run := install the packages make run needs (apt-get, quiet when present)
 HELP.deps-check := install the packages make check needs, and bring the kernel roots up to date
 HELP.deps-deb := install the packages make deb needs
+HELP.check-quick := the inner loop's check, under 10 minutes: style, two builds, unit tests, vm-quick; never a substitute for make check
 HELP.check-all := make check without installing anything first
 HELP.check-host := the selftests on this machine's own kernel (root, a kernel that loads modules)
 HELP.style := checkpatch.pl --strict on the module, shellcheck on the scripts
@@ -45,6 +46,7 @@ HELP.dkms-check := DKMS builds the module for this machine's kernels, skips the 
 HELP.deb-check := the packages built, linted, installed with apt, used and purged
 HELP.fresh-root-check := make run and make deb in a clean Debian root, then the packages there
 HELP.lib-check := libtsc's unit tests with sanitizers, the tools' tests, fuzzing, promtool
+HELP.lib-unit := libtsc's unit tests alone, with sanitizers (lib-check runs them too)
 HELP.lib-lint := clang-tidy and cppcheck over libtsc, its tools and bench/
 HELP.lib-abi := libtsc's ABI against every released version's dump
 HELP.lib-coverage := the unit tests' line coverage of libtsc, against its floor
@@ -53,6 +55,7 @@ HELP.debug-kernels-start := build the KASAN and KCSAN kernels in the background 
 HELP.debug-kernels-wait := wait for that build
 HELP.help := this list
 HELP.vm-check := every guest below that make check runs, one after another
+HELP.vm-quick := the newest generic kernel, 2 CPUs, the kernel side's selftests: make check-quick's
 HELP.vm-debug := the guests of the debug kernels
 HELP.vm-notsc := a CPU without a TSC: the module refuses to load
 HELP.vm-suspend := the clocks across a suspend to RAM and to idle (1 CPU)

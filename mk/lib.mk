@@ -16,6 +16,11 @@ lib-check: linux-source
 		KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests 2>&1 | tee $(BUILD)/lib-check.log; \
 	exit $${PIPESTATUS[0]}
 
+# The unit tests alone (make check-quick's): lib-check runs them too.
+lib-unit: linux-source
+	$(MAKE) -C userspace unit OUT=$(BUILD)/userspace \
+		KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests
+
 # clang-tidy and cppcheck over libtsc, its tools, tests and benchmarks: any
 # finding fails.  Coverage: the unit tests' line coverage of libtsc, with a
 # floor (userspace/Makefile's COVERAGE_MIN).
@@ -34,4 +39,4 @@ lib-abi:
 fuzz:
 	$(MAKE) -C userspace fuzz OUT=$(BUILD)/userspace
 
-.PHONY: lib lib-helpers lib-check lib-lint lib-coverage lib-abi fuzz
+.PHONY: lib lib-helpers lib-check lib-unit lib-lint lib-coverage lib-abi fuzz

@@ -67,21 +67,33 @@ $(CHRONYD):
 	dpkg-deb -x $(BUILD)/chrony/deb/chrony_*.deb $(BUILD)/chrony
 	@test -x $@
 
-$(VM_RUNS): vm-%: selftests lib lib-helpers dkms-check kbuild-check $(CHRONYD)
+# The selftests in a guest: $(1) kernel, $(2) CPUs, $(3) the module, $(4)
+# the log's name, $(5) the tests skipped and $(6) why (quoted).
+define vm_selftests
 	@mkdir -p $(BUILD)/vm
-	$(if $(filter-out 0,$(shell echo $$(( $(call vm_smp,$*) > $(HOST_CPUS) )))), \
-		TSCFK_OVERCOMMITTED="$(call vm_smp,$*) vCPUs on $(HOST_CPUS) host CPUs") \
-	TSCFK_FAKE_KO=$(call FAKE_KO,$(call vm_kernel,$*)) TSCFK_CHRONYD=$(CHRONYD) \
-	TSCFK_ONLY="$(call vm_only,$(call vm_kernel,$*),$(call vm_smp,$*))" \
-	TSCFK_SKIP="$(if $(filter 2,$(call vm_smp,$*)),$(call full_skip,$(call vm_kernel,$*)))" \
-	TSCFK_SKIP_WHY=$(call vm_why,$(call vm_kernel,$*),$(call vm_smp,$*)) \
-	scripts/vm/run-in-vm.sh --kernel $(call vm_kernel,$*) --smp $(call vm_smp,$*) \
-		$(call vm_append,$(call vm_kernel,$*),$(call vm_smp,$*)) \
-		--log $(BUILD)/vm/$*.log --env TSCFK_CYCLES --env TSCFK_OVERCOMMITTED \
+	$(if $(filter-out 0,$(shell echo $$(( $(2) > $(HOST_CPUS) )))), \
+		TSCFK_OVERCOMMITTED="$(2) vCPUs on $(HOST_CPUS) host CPUs") \
+	TSCFK_FAKE_KO=$(call FAKE_KO,$(1)) TSCFK_CHRONYD=$(CHRONYD) \
+	TSCFK_ONLY="$(call vm_only,$(1),$(2))" TSCFK_SKIP="$(5)" TSCFK_SKIP_WHY=$(6) \
+	scripts/vm/run-in-vm.sh --kernel $(1) --smp $(2) $(call vm_append,$(1),$(2)) \
+		--log $(BUILD)/vm/$(4).log --env TSCFK_CYCLES --env TSCFK_OVERCOMMITTED \
 		--env TSCFK_FAKE_KO --env TSCFK_CHRONYD --env TSCFK_ONLY --env TSCFK_SKIP \
 		--env TSCFK_SKIP_WHY -- \
-		selftests/run_tests.sh $(call VM_KO,$(call vm_kernel,$*)) $(BUILD)/selftests
-	@! grep -a '^not ok' $(BUILD)/vm/$*.log
+		selftests/run_tests.sh $(3) $(BUILD)/selftests
+	@! grep -a '^not ok' $(BUILD)/vm/$(4).log
+endef
+
+$(VM_RUNS): vm-%: selftests lib lib-helpers dkms-check kbuild-check $(CHRONYD)
+	$(call vm_selftests,$(call vm_kernel,$*),$(call vm_smp,$*),$(call VM_KO,$(call vm_kernel,$*)),$*,$(if \
+		$(filter 2,$(call vm_smp,$*)),$(call full_skip,$(call vm_kernel,$*))),$(call \
+		vm_why,$(call vm_kernel,$*),$(call vm_smp,$*)))
+
+# make check-quick's guest: the newest generic kernel with 2 CPUs, the
+# module as kbuild built it (no DKMS, no other kernel's build), the
+# kernel side's selftests; vm-newest runs the rest.
+vm-quick: selftests lib lib-helpers $(call KBUILD_KO,$(NEWEST_GENERIC)) $(call FAKE_KO,$(NEWEST_GENERIC))
+	$(call vm_selftests,$(NEWEST_GENERIC),2,$(call KBUILD_KO,$(NEWEST_GENERIC)),quick,$(USERSPACE_TESTS) \
+		timekeeper_stall_test,"make check-quick: the kernel side only (make vm-newest runs the rest)")
 
 # A CPU without a TSC: the module must refuse to load.
 vm-notsc: dkms-check kbuild-check
@@ -263,5 +275,5 @@ $(foreach r,$(VM_ROLES),$(eval $(r): $(VM_ROLE.$(r))))
 VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS)))
 
-.PHONY: debug-kernels-start debug-kernels-wait vm-check $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-scaling $(ISOLATION_RUNS) \
+.PHONY: debug-kernels-start debug-kernels-wait vm-check vm-quick $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-scaling $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) vm-debug $(DEBUG_RUNS)
