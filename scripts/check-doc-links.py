@@ -44,8 +44,8 @@ HTML_ID = re.compile(r"<a\s[^>]*\b(?:name|id)\s*=\s*[\"']([^\"']+)[\"']", re.I)
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
-def lines_outside_code(path):
-    """(line number, text) of each line outside fenced code blocks."""
+def lines_by_fence(path):
+    """(line number, text, inside a fenced code block) of each line but the fences."""
     fence = None
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -55,10 +55,19 @@ def lines_outside_code(path):
                 if m:
                     fence = m.group(1)
                     continue
-                yield n, line
+                yield n, line, False
             elif m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
                     and not line[m.end():].strip():
                 fence = None
+            else:
+                yield n, line, True
+
+
+def lines_outside_code(path):
+    """(line number, text) of each line outside fenced code blocks."""
+    for n, line, code in lines_by_fence(path):
+        if not code:
+            yield n, line
 
 
 def slug(text):
@@ -132,24 +141,14 @@ def make_database(directory):
 
 def make_commands(path):
     """(line number, command) of each make command in code in path."""
-    fence = None
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            m = FENCE.match(line)
-            if fence is None and m:
-                fence = m.group(1)
-                continue
-            if fence is not None:
-                if m and m.group(1)[0] == fence[0] and not line[m.end():].strip():
-                    fence = None
-                    continue
-                cmds = [re.sub(r"^\s*\$?\s*", "", line)]
-            else:
-                cmds = [c[1] for c in CODE_SPAN.findall(line)]
-            for cmd in cmds:
-                if re.match(r"(sudo\s+)?make(\s|$)", cmd.strip()):
-                    yield n, cmd.strip()
+    for n, line, code in lines_by_fence(path):
+        if code:
+            cmds = [re.sub(r"^\s*\$?\s*", "", line)]
+        else:
+            cmds = [c[1] for c in CODE_SPAN.findall(line)]
+        for cmd in cmds:
+            if re.match(r"(sudo\s+)?make(\s|$)", cmd.strip()):
+                yield n, cmd.strip()
 
 
 def make_targets(cmd):

@@ -616,6 +616,16 @@ static bool is_25000_ticks(struct __test_metadata *_metadata, uint64_t skew)
 	return skew != UINT64_MAX;
 }
 
+/* The module's files: CPUs 0-1 measured, 1000 ticks apart at 2 GHz, generation 3. */
+static void module_measured(struct __test_metadata *_metadata, const char *d)
+{
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "3\n");
+	fake_put(_metadata, d, "/devices/system/cpu/tsc/max_skew_ticks", "1000\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc_freq_khz", "2000000\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc/status", "reference\n");
+	fake_put(_metadata, d, "/devices/system/cpu/cpu1/tsc/status", "measured\n");
+}
+
 /* The module's tsc/measured_since_ns: MONOTONIC now, plus off (in s). */
 static void measured_since(struct __test_metadata *_metadata, const char *d, int off)
 {
@@ -712,11 +722,7 @@ TEST_F(bound, the_librarys_own_skew)
 	/* The module's measurement first, where it has one (and since the migrations above). */
 	note(_metadata, d, 25000, true);
 	measured_since(_metadata, d, 0);
-	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "3\n");
-	fake_put(_metadata, d, "/devices/system/cpu/tsc/max_skew_ticks", "1000\n");
-	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc_freq_khz", "2000000\n");
-	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc/status", "reference\n");
-	fake_put(_metadata, d, "/devices/system/cpu/cpu1/tsc/status", "measured\n");
+	module_measured(_metadata, d);
 	EXPECT_EQ(501u, skew_now(_metadata, self)) TH_LOG("1000 ticks at 2 GHz, 500 ppm more");
 }
 
@@ -730,11 +736,7 @@ TEST_F(bound, the_modules_skew_after_a_migration)
 	const char *d = self->dir;
 
 	two_cpus(_metadata, d);
-	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "3\n");
-	fake_put(_metadata, d, "/devices/system/cpu/tsc/max_skew_ticks", "1000\n");
-	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc_freq_khz", "2000000\n");
-	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc/status", "reference\n");
-	fake_put(_metadata, d, "/devices/system/cpu/cpu1/tsc/status", "measured\n");
+	module_measured(_metadata, d);
 	measured_since(_metadata, d, -1);
 	EXPECT_EQ(501u, skew_now(_metadata, self));
 
@@ -785,11 +787,7 @@ TEST_F(bound, a_migration_before_the_first_refresh)
 	const char *d = self->dir;
 
 	two_cpus(_metadata, d);
-	fake_put(_metadata, d, "/devices/system/cpu/tsc/generation", "3\n");
-	fake_put(_metadata, d, "/devices/system/cpu/tsc/max_skew_ticks", "1000\n");
-	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc_freq_khz", "2000000\n");
-	fake_put(_metadata, d, "/devices/system/cpu/cpu0/tsc/status", "reference\n");
-	fake_put(_metadata, d, "/devices/system/cpu/cpu1/tsc/status", "measured\n");
+	module_measured(_metadata, d);
 	measured_since(_metadata, d, -1);
 	vm_set(self->vm, VM_MARKER, 6);
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
