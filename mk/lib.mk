@@ -16,6 +16,12 @@ lib-check: linux-source
 		KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests 2>&1 | tee $(BUILD)/lib-check.log; \
 	exit $${PIPESTATUS[0]}
 
+# What lib-check and lib-coverage run, built, not run (make check builds
+# it beside other work).
+lib-build: linux-source
+	$(MAKE) -C userspace check-build OUT=$(BUILD)/userspace \
+		KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests
+
 # The unit tests alone (make check-quick's): lib-check runs them too.
 lib-unit: linux-source
 	$(MAKE) -C userspace unit OUT=$(BUILD)/userspace \
@@ -39,4 +45,4 @@ lib-abi:
 fuzz:
 	$(MAKE) -C userspace fuzz OUT=$(BUILD)/userspace
 
-.PHONY: lib lib-helpers lib-check lib-unit lib-lint lib-coverage lib-abi fuzz
+.PHONY: lib lib-helpers lib-build lib-check lib-unit lib-lint lib-coverage lib-abi fuzz

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * For 'make coverage' only, linked with -Wl,--wrap=_exit: the kselftest
+ * For the unit tests, linked with -Wl,--wrap=_exit: the kselftest
  * harness runs each test in a child that ends with _exit(), which skips
  * the exit handlers where gcov writes its counts.  Write them first.
  */
