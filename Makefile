@@ -129,7 +129,7 @@ deps-run deps-check deps-deb: deps-%:
 # make: KERNELS and the lists made from it are read when make starts, and on
 # a fresh machine the kernels arrive only with the packages.
 check:
-	@mkdir -p $(BUILD) && : > $(CHECK_TIMES)
+	@$(check_begin)
 	@$(call timed,deps-check)
 	@$(MAKE) --no-print-directory check-all CHECK_TIMES_GO_ON=1
 run: deps-run
@@ -142,27 +142,46 @@ run: deps-run
 QUICK_STEPS = style doc-links $(call KBUILD_KO,$(OLDEST_GENERIC)) $(call KBUILD_KO,$(NEWEST_GENERIC)) \
 	selftests-check lib-unit vm-quick
 check-quick:
-	@mkdir -p $(BUILD) && :> $(CHECK_TIMES)
+	@$(check_begin)
 	@for step in $(QUICK_STEPS); do $(call timed,$$step); done
 	@$(print_times)
 
 # Each step of make check is made on its own and timed: the table at the
-# end (or at the step that failed) says where the time goes.
+# end (or at the step that failed) says where the time goes, beside the
+# wall clock's total.
 CHECK_TIMES = $(BUILD)/check-times.txt
-print_times = awk '{ sub("^$(BUILD)/", "", $$1); printf "check: %-42s %6d s%s\n", $$1, $$2, $$3 ? "  (failed)" : ""; t += $$2 } \
-	END { printf "check: %-42s %6d s\n", "all steps", t }' $(CHECK_TIMES)
+CHECK_START = $(BUILD)/check-start
+print_times = awk -v now=$$(date +%s) -v t0=$$(cat $(CHECK_START) 2>/dev/null) \
+	'{ sub("^$(BUILD)/", "", $$1); printf "check: %-42s %6d s%s\n", $$1, $$2, $$3 ? "  (failed)" : ""; t += $$2 } \
+	END { printf "check: %-42s %6d s\n", "all steps", t; \
+		if (t0) printf "check: %-42s %6d s (steps side by side count once)\n", "wall clock", now - t0 }' $(CHECK_TIMES)
 timed = t0=$$(date +%s); $(MAKE) --no-print-directory $(1); st=$$?; \
 	echo "$(1) $$(($$(date +%s) - t0)) $$st" >> $(CHECK_TIMES); \
 	[ $$st = 0 ] || { $(print_times); exit 1; }
+check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START)
 
-# What no timing depends on first, beside the debug kernels' build (mk/vm.mk),
-# then, once it is done, everything that times something; each guest is a
-# step of its own.
-CHECK_STEPS = debug-kernels-start style doc-links kbuild-check install-check deb-check \
-	fresh-root-check lib-lint lib-abi doc-examples debug-kernels-wait selftests-check lib-check \
-	lib-coverage bench-smoke $(VM_CHECK_STEPS)
+# First what times nothing: builds, packages, fresh roots, lint, in two
+# lanes side by side, one per CPU of the machines this runs on (the
+# steps of a lane wait for each other; the fresh trixie root waits for
+# deb-check's packages too).  Beside them, the debug kernels' build when
+# not cached (mk/vm.mk).  Then, one at a time, everything that times
+# something: the unit tests, the guests (each a step of its own), where
+# another step's load would distort what they measure.
+CHECK_LANE.packages := dkms-check deb-check fresh-root-bookworm-check
+CHECK_LANE.builds := style doc-links selftests chronyd kbuild-check install-check lib-build lib-lint lib-abi \
+	doc-examples fresh-root-trixie-check
+check-step-fresh-root-trixie-check: check-step-deb-check
+check_chain = $(if $(word 2,$(1)),$(eval check-step-$(word 2,$(1)): check-step-$(word 1,$(1)))$(call \
+	check_chain,$(wordlist 2,$(words $(1)),$(1))))
+$(foreach l,packages builds,$(call check_chain,$(CHECK_LANE.$(l))))
+check-step-%:
+	+@$(call timed,$*)
+check-lanes: $(foreach l,packages builds,check-step-$(lastword $(CHECK_LANE.$(l))))
+CHECK_STEPS = debug-kernels-wait selftests-check lib-check lib-coverage bench-smoke $(VM_CHECK_STEPS)
 check-all:
-	@mkdir -p $(BUILD) && $(if $(CHECK_TIMES_GO_ON),touch,:>) $(CHECK_TIMES)
+	@$(if $(CHECK_TIMES_GO_ON),,$(check_begin))
+	@$(call timed,debug-kernels-start)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target check-lanes || { $(print_times); exit 1; }
 	@for step in $(CHECK_STEPS); do $(call timed,$$step); done
 	@$(print_times)
 	@# Top-level results; and the subtests the guests' tests skipped, which
@@ -198,4 +217,4 @@ show:
 	fi || [ $$? -eq 1 ]
 
 .PHONY: all module install install-module install-module-kernel install-lib clean deps-run deps-check deps-deb \
-	check check-all check-quick check-host run show
+	check check-all check-lanes check-quick check-host run show

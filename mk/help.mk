@@ -7,9 +7,10 @@
 
 help_main := run check
 help_build := show all module lib install install-module install-module-kernel install-lib \
-	deb clean selftests lib-helpers linux-source deps-run deps-check deps-deb
-help_check := check-quick check-all check-host style doc-links doc-examples kbuild-check selftests-check \
-	install-check dkms-check deb-check fresh-root-check lib-check lib-unit lib-lint lib-abi \
+	deb clean selftests lib-helpers chronyd linux-source deps-run deps-check deps-deb
+help_check := check-quick check-all check-lanes check-host style doc-links doc-examples kbuild-check selftests-check \
+	install-check dkms-check deb-check fresh-root-check fresh-root-bookworm-check fresh-root-trixie-check \
+	lib-build lib-check lib-unit lib-lint lib-abi \
 	lib-coverage fuzz debug-kernels-start debug-kernels-wait help
 help_guests := vm-check vm-quick $(VM_ROLES) $(VM_CHECK_STEPS) vm-debug vm-bench-causes
 help_bench := bench bench-accuracy bench-smoke bench-windows
@@ -29,12 +30,14 @@ HELP.deb := the four Debian packages, in build/deb
 HELP.clean := remove build/ and kbuild's output
 HELP.selftests := the kselftest programs, in build/selftests
 HELP.lib-helpers := the tools and helpers the guests' libtsc tests run
+HELP.chronyd := Debian's chronyd, unpacked under build/ for the guests (nothing installed)
 HELP.linux-source := Debian's linux-source-6.1, unpacked: checkpatch.pl and the kselftest headers
 HELP.deps-run := install the packages make run needs (apt-get, quiet when present)
 HELP.deps-check := install the packages make check needs, and bring the kernel roots up to date
 HELP.deps-deb := install the packages make deb needs
 HELP.check-quick := the inner loop's check, under 10 minutes: style, two builds, unit tests, vm-quick; never a substitute for make check
 HELP.check-all := make check without installing anything first
+HELP.check-lanes := make check's steps that time nothing, in two lanes side by side
 HELP.check-host := the selftests on this machine's own kernel (root, a kernel that loads modules)
 HELP.style := checkpatch.pl --strict on the module, shellcheck on the scripts
 HELP.doc-links := every relative link of the Markdown resolves, every make target named exists
@@ -44,7 +47,10 @@ HELP.selftests-check := the selftests' own parts (estimator, ktap.sh, harness.h)
 HELP.install-check := make install staged for each kernel; libtsc through pkg-config
 HELP.dkms-check := DKMS builds the module for this machine's kernels, skips the excluded
 HELP.deb-check := the packages built, linted, installed with apt, used and purged
-HELP.fresh-root-check := make run and make deb in a clean Debian root, then the packages there
+HELP.fresh-root-check := both fresh roots below
+HELP.fresh-root-bookworm-check := make run and make deb in a clean bookworm root, then the packages there
+HELP.fresh-root-trixie-check := the packages in a clean trixie root with its backports' kernel: DKMS builds
+HELP.lib-build := everything lib-check and lib-coverage run, built, not run
 HELP.lib-check := libtsc's unit tests with sanitizers, the tools' tests, fuzzing, promtool
 HELP.lib-unit := libtsc's unit tests alone, with sanitizers (lib-check runs them too)
 HELP.lib-lint := clang-tidy and cppcheck over libtsc, its tools and bench/

@@ -44,8 +44,16 @@ DKMS_DIR := $(BUILD)/dkms
 DKMS := dkms --dkmstree $(DKMS_DIR)/tree --sourcetree $(DKMS_DIR)/src \
 	--installtree $(DKMS_DIR)/install
 DKMS_KO = $(wildcard $(DKMS_DIR)/tree/tsc-freq-khz/$(VERSION)/$(1)/$(shell uname -m)/module/tsc_freq_khz.ko*)
-dkms-check:
-	rm -rf $(DKMS_DIR) && mkdir -p $(DKMS_DIR)/tree $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)
+# Made again when a source or the list of kernels changed, not at every
+# guest that loads its modules (each step of make check is a make of its
+# own, where a phony prerequisite would run every time): the list is
+# rewritten only when it differs, kbuild's if_changed in small.
+DKMS_STAMP := $(BUILD)/dkms.stamp
+DKMS_KERNELS := $(BUILD)/dkms.kernels
+$(shell mkdir -p $(BUILD) && { echo $(KERNELS) | cmp -s - $(DKMS_KERNELS) || echo $(KERNELS) > $(DKMS_KERNELS); })
+dkms-check: $(DKMS_STAMP)
+$(DKMS_STAMP): $(SOURCES) dkms.conf $(DKMS_KERNELS)
+	rm -rf $(DKMS_DIR) $@ && mkdir -p $(DKMS_DIR)/tree $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)
 	cp -a Kbuild dkms.conf module common $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)/
 	$(DKMS) add -m tsc-freq-khz -v $(VERSION)
 	set -e; for k in $(KERNELS); do \
@@ -55,14 +63,21 @@ dkms-check:
 		ls $(DKMS_DIR)/install/$$k/updates/dkms/tsc_freq_khz.ko*; \
 	done
 	$(DKMS) status -m tsc-freq-khz
+	touch $@
 
 # The Debian packages (packaging/debian/, debhelper and dh_dkms) in
 # build/deb: tsc-freq-khz-dkms, libtsc1, libtsc-dev and tsc-tools, with the
 # source package; lintian (any error or warning fails), their fields,
 # files, maintainer scripts, the library's ABI and the systemd units checked.
 # What it needs is installed first, or named all at once.
-deb: deps-deb
-	scripts/packaging/deb-check.sh --build-only $(BUILD)/deb
+# Made again when a file of the project changed (its git index: what the
+# build copies), not at every make deb, nor at vm-fleet-e2e after
+# deb-check built them.
+DEB_STAMP := $(BUILD)/deb.stamp
+PROJECT_FILES := $(shell git ls-files 2>/dev/null)
+deb: $(DEB_STAMP)
+$(DEB_STAMP): $(PROJECT_FILES) | deps-deb
+	rm -f $@ && scripts/packaging/deb-check.sh --build-only $(BUILD)/deb && touch $@
 
 # DKMS skipping what dkms.conf excludes (exit 77, nothing built); then the
 # packages installed with apt on this machine, used and purged, as a fleet
@@ -71,7 +86,7 @@ deb: deps-deb
 # summary: a skip there is counted and says why, not passed in silence.
 deb-check:
 	scripts/packaging/dkms-exclusive-check.sh $(BUILD)
-	@mkdir -p $(BUILD)
+	@mkdir -p $(BUILD) && rm -f $(DEB_STAMP)
 	{ scripts/packaging/deb-check.sh $(BUILD)/deb; echo $$? > $(BUILD)/deb-check.status; } | \
 		tee $(BUILD)/deb-check.out
 	@st=$$(cat $(BUILD)/deb-check.status); case $$st in \
@@ -79,6 +94,8 @@ deb-check:
 	4) echo "ok 1 deb-check # SKIP $$(sed -n 's/^SKIP: //p' $(BUILD)/deb-check.out | tail -n 1)" ;; \
 	*) echo "not ok 1 deb-check # exit=$$st" ;; \
 	esac | tee $(BUILD)/deb-check.log; [ "$$st" = 0 ] || [ "$$st" = 4 ]
+	@# It built and inspected the packages: make deb need not again.
+	@! grep -q '^inspect: ok' $(BUILD)/deb-check.out || touch $(DEB_STAMP)
 
 # The README's set-up where nothing is installed: a clean bookworm root in
 # which a clone of HEAD runs make run to its verdict (twice), then the
@@ -89,8 +106,11 @@ deb-check:
 # run on a fresh machine (40 minutes and more; by hand, not in make check).
 # Then the packages alone in a clean trixie root with the headers of
 # trixie-backports' kernel: DKMS must build the module for it.
-fresh-root-check:
+# make check runs the two roots side by side, as two steps.
+fresh-root-check: fresh-root-bookworm-check $(if $(FRESH_ROOT_MAKE),,fresh-root-trixie-check)
+fresh-root-bookworm-check:
 	scripts/fresh-root-check.sh $(if $(FRESH_ROOT_MAKE),--make $(FRESH_ROOT_MAKE),$(BUILD)/deb) $(BUILD)
-	$(if $(FRESH_ROOT_MAKE),,scripts/fresh-root-check.sh --trixie $(BUILD)/deb $(BUILD))
+fresh-root-trixie-check:
+	scripts/fresh-root-check.sh --trixie $(BUILD)/deb $(BUILD)
 
-.PHONY: install-check dkms-check deb deb-check fresh-root-check
+.PHONY: install-check dkms-check deb deb-check fresh-root-check fresh-root-bookworm-check fresh-root-trixie-check

@@ -66,6 +66,7 @@ $(CHRONYD):
 		{ apt-get update -qq && apt-get download -qq -o APT::Sandbox::User=root chrony; }; }
 	dpkg-deb -x $(BUILD)/chrony/deb/chrony_*.deb $(BUILD)/chrony
 	@test -x $@
+chronyd: $(CHRONYD)
 
 # The selftests in a guest: $(1) kernel, $(2) CPUs, $(3) the module, $(4)
 # the log's name, $(5) the tests skipped and $(6) why (quoted).
@@ -275,5 +276,5 @@ $(foreach r,$(VM_ROLES),$(eval $(r): $(VM_ROLE.$(r))))
 VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS)))
 
-.PHONY: debug-kernels-start debug-kernels-wait vm-check vm-quick $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-scaling $(ISOLATION_RUNS) \
+.PHONY: chronyd debug-kernels-start debug-kernels-wait vm-check vm-quick $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-scaling $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) vm-debug $(DEBUG_RUNS)

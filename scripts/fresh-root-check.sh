@@ -136,12 +136,17 @@ fi
 mapfile -t aptopts < <(grep -l '^Acquire::' /etc/apt/apt.conf.d/* 2> /dev/null || true)
 key=$( { echo "$suite $variant $include"; cat "$sources" "${aptopts[@]}"; } | sha256sum | cut -c1-16)
 tarball=$cache/$suite-$variant-$key.tar
+# apt's downloads, one directory per suite: apt locks it, and the two
+# roots may run side by side (make check).
+archives=$cache/archives-$suite
 
 echo "fresh-root-check: HEAD $head in a $suite $variant root (+$include), from: $(cut -d' ' -f2-3 "$sources" | paste -sd, -)"
 
 make_root() {
 	local -a opts=()
-	mkdir -p "$cache/archives/partial"
+	# The cache of an older layout, shared by the suites.
+	[[ ! -d $cache/archives || -e $cache/archives-bookworm ]] || mv "$cache/archives" "$cache/archives-bookworm"
+	mkdir -p "$archives/partial"
 	if [[ -f $tarball ]]; then
 		echo "  cached: $tarball ($(du -h "$tarball" | cut -f1))"
 	else
@@ -175,7 +180,7 @@ clone() {
 in_root() {
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	unshare --mount --propagation private -- sh -ec '
-		root=$1 cache=$2
+		root=$1 archives=$2
 		# The root a mount point of its own, as / is on a machine: a
 		# nested check (make check run in here) needs to make it private.
 		mount --bind "$root" "$root"
@@ -183,11 +188,11 @@ in_root() {
 		mount --rbind /sys "$root/sys"
 		mount --rbind /dev "$root/dev"
 		mount -t tmpfs tmpfs "$root/tmp"
-		mount --bind "$cache/archives" "$root/var/cache/apt/archives"
+		mount --bind "$archives" "$root/var/cache/apt/archives"
 		shift 2
 		exec chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-			/bin/sh -c "$1" </dev/null' sh "$root" "$cache" "$1"
+			/bin/sh -c "$1" </dev/null' sh "$root" "$archives" "$1"
 }
 
 # On a machine whose kernel loads modules, make run would load the module
