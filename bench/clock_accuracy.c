@@ -49,8 +49,8 @@
 #include <unistd.h>
 
 #include "libtsc.h"
-#include "no_page_root.h"
-#include "page_syncs.h"
+#include "../testlib/no_page_root.h"
+#include "../testlib/page_syncs.h"
 
 #define CONVERGED_NS	20000
 #define SLEW_BOUND_NS	2000000

@@ -14,7 +14,7 @@
 # Usage: jitter_vs_rtla.sh TSC_JITTER CAUSE_INJECT
 
 # The tools' tests' helpers: $tmp, tracefs_for_run.
-. "$(dirname "$0")/../userspace/tests/tools_lib.sh"
+. "$(dirname "$0")/../testlib/tools_lib.sh"
 tool=${1:?usage: jitter_vs_rtla.sh TSC_JITTER CAUSE_INJECT}
 inject=${2:?usage}
 die() { echo "jitter_vs_rtla: $*" >&2; exit 1; }

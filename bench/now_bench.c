@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "libtsc.h"
-#include "no_page_root.h"
+#include "../testlib/no_page_root.h"
 
 static TSC_CLOCK(clk);
 

@@ -43,7 +43,7 @@ HELP.style := checkpatch.pl --strict on the module, shellcheck on the scripts
 HELP.doc-links := every relative link of the Markdown resolves, every make target named exists
 HELP.doc-examples := every C example of the README, compiled and run as written
 HELP.kbuild-check := W=1 and sparse builds for every kernel, here and in the kernel roots
-HELP.selftests-check := the selftests' own parts (estimator, ktap.sh, harness.h) and the guest harness's
+HELP.selftests-check := the estimator's test, the test helpers' (testlib/: ktap.sh, harness.h) and the guest harness's
 HELP.install-check := make install staged for each kernel; libtsc through pkg-config
 HELP.dkms-check := DKMS builds the module for this machine's kernels, skips the excluded
 HELP.deb-check := the packages built, linted, installed with apt, used and purged

@@ -55,12 +55,18 @@ $(BUILD)/kbuild/%/kmod/tscfk_fake_kernel_file.ko: selftests/kmod/Kbuild selftest
 selftests: linux-source
 	$(MAKE) -C selftests OUTPUT=$(BUILD)/selftests KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests
 
-# The selftests' own parts (the shared estimator, ktap.sh, harness.h) and
-# the guest harness's (scripts/vm/), tested on this machine.
-selftests-check: selftests
+# The shared estimator's test, the test helpers' own (testlib/: ktap.sh's
+# exit statuses, and how harness.h reports what harness_probe's tests do
+# on purpose) and the guest harness's (scripts/vm/), on this machine.
+HARNESS_PROBE := $(BUILD)/testlib/harness_probe
+$(HARNESS_PROBE): testlib/harness_probe.c testlib/harness.h $(LINUX_SOURCE)/.extracted
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -fsanitize=address,undefined -fno-sanitize-recover=all \
+		-isystem $(LINUX_SOURCE)/tools/testing/selftests -o $@ $<
+selftests-check: selftests $(HARNESS_PROBE)
 	$(BUILD)/selftests/estimator_test
-	selftests/ktap_test.sh
-	selftests/harness_test.sh $(BUILD)/selftests/harness_probe
+	testlib/ktap_test.sh
+	testlib/harness_test.sh $(HARNESS_PROBE)
 	scripts/vm/run-in-vm_test.sh
 	scripts/vm/guest-init_test.sh
 

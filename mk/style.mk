@@ -16,7 +16,7 @@ style: linux-source
 	perl $(LINUX_SOURCE)/scripts/checkpatch.pl --no-tree --strict --terse \
 		--ignore PREFER_KERNEL_TYPES -f common/*.[ch]
 	shellcheck -x -P SCRIPTDIR scripts/*.sh scripts/*/*.sh module/compat/probe.sh \
-		selftests/*.sh selftests/fleet/*.sh userspace/tests/*.sh
+		selftests/*.sh selftests/fleet/*.sh userspace/tests/*.sh testlib/*.sh
 
 # Every relative link in README.md and Documentation/ resolves, every make
 # target they name exists, and make help lists every target.

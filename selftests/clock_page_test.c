@@ -20,7 +20,7 @@
 #include <sys/timex.h>
 #include <sys/wait.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tscfk_test.h"
 #include "module_fixture.h"
 #include "tsc_clock_page.h"

@@ -8,7 +8,7 @@
  * the clock would extrapolate its last correction unsynced.
  *
  * The guest boots with an isolated CPU (make vm-isolation-K); the clock
- * is on a sysfs root without the module's page (bench/no_page_root.h), so
+ * is on a sysfs root without the module's page (testlib/no_page_root.h), so
  * that it is the disciplined one whether or not the module is loaded.
  */
 #include <errno.h>
@@ -20,9 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "internal.h"
-#include "../bench/no_page_root.h"
+#include "../testlib/no_page_root.h"
 
 /* How long the poller owns the CPU, and what the clock must keep to meanwhile. */
 #define SPIN_S		6

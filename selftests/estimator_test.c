@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tsc_offset.h"
 
 struct sim {

@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 #include <sys/stat.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tscfk_test.h"
 
 /* The highest CPU that can go offline and is not the reference. */

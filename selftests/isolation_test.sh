@@ -21,8 +21,8 @@
 # Usage: isolation_test.sh MODULE.ko   (root, module unloaded)
 
 here=$(dirname "$0")
-# shellcheck source=ktap.sh
-. "$here/ktap.sh"
+# shellcheck source=../testlib/ktap.sh
+. "$here/../testlib/ktap.sh"
 # shellcheck source=unload.sh
 . "$here/unload.sh"
 ko=${1:?usage: isolation_test.sh MODULE.ko}

@@ -15,8 +15,8 @@
 # Usage: jitter_causes_test.sh TSC_JITTER CAUSE_INJECT
 
 # The tools' tests' helpers: KTAP, $tmp, json, tracefs_for_run.
-# shellcheck source=../userspace/tests/tools_lib.sh
-. "$(dirname "$0")/../userspace/tests/tools_lib.sh"
+# shellcheck source=../testlib/tools_lib.sh
+. "$(dirname "$0")/../testlib/tools_lib.sh"
 tool=${1:?usage: jitter_causes_test.sh TSC_JITTER CAUSE_INJECT}
 inject=${2:?usage}
 

@@ -9,8 +9,8 @@
 # Usage: kernel_file_test.sh MODULE.ko FAKE.ko   (root, module unloaded)
 
 here=$(dirname "$0")
-# shellcheck source=ktap.sh
-. "$here/ktap.sh"
+# shellcheck source=../testlib/ktap.sh
+. "$here/../testlib/ktap.sh"
 # shellcheck source=unload.sh
 . "$here/unload.sh"
 ko=${1:?usage: kernel_file_test.sh MODULE.ko FAKE.ko}

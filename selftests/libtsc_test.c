@@ -11,7 +11,7 @@
 #include <math.h>
 #include <sys/wait.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tscfk_test.h"
 #include "libtsc.h"
 

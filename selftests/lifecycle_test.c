@@ -8,7 +8,7 @@
  * unloaded.
  * $TSCFK_CYCLES sets the number of cycles (default 200).
  */
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tscfk_test.h"
 #include "module_fixture.h"
 

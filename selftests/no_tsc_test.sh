@@ -8,8 +8,8 @@
 # Usage: no_tsc_test.sh MODULE.ko   (root)
 
 here=$(dirname "$0")
-# shellcheck source=ktap.sh
-. "$here/ktap.sh"
+# shellcheck source=../testlib/ktap.sh
+. "$here/../testlib/ktap.sh"
 ko=${1:?usage: no_tsc_test.sh MODULE.ko}
 
 [ "$(id -u)" -eq 0 ] || ktap_skip_all "needs root"

@@ -21,7 +21,7 @@
 #include <sys/timex.h>
 #include <sys/wait.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tscfk_test.h"
 #include "libtsc.h"
 

@@ -59,8 +59,8 @@
 #   kernel's checkers make loading a module itself take seconds).
 
 here=$(dirname "$0")
-# shellcheck source=ktap.sh
-. "$here/ktap.sh"
+# shellcheck source=../testlib/ktap.sh
+. "$here/../testlib/ktap.sh"
 ko=${1:?usage: rt_spinner_test.sh MODULE.ko SPINNER}
 spinner=${2:?usage: rt_spinner_test.sh MODULE.ko SPINNER}
 cpu=/sys/devices/system/cpu

@@ -16,7 +16,7 @@
  * not held to the bound (the test says it skipped, and why), as the
  * IRQ-off bound is not.
  */
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tscfk_test.h"
 #include "module_fixture.h"
 

@@ -14,7 +14,7 @@
 #include <stdatomic.h>
 #include <sys/resource.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tscfk_test.h"
 #include "module_fixture.h"
 

@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "libtsc.h"
 #include "sysclock_pair.h"
 

@@ -20,7 +20,7 @@
 #include <sys/timex.h>
 #include <sys/wait.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tscfk_test.h"
 #include "libtsc.h"
 #include "sysclock_pair.h"

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <regex.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tscfk_test.h"
 
 static const char * const global_ro[] = {

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <sys/mount.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "tscfk_test.h"
 
 #define TRACEFS		"/sys/kernel/tracing"

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "../testlib/harness.h"
 #include "libtsc.h"
 
 #define DEVICE		"/dev/vmclock0"

@@ -13,8 +13,8 @@
 #   newest kernel in /boot)
 
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=selftests/ktap.sh
-. "$here/../../selftests/ktap.sh"
+# shellcheck source=testlib/ktap.sh
+. "$here/../../testlib/ktap.sh"
 repo=$(cd "$here/../.." && pwd)
 log=$repo/build/vm/guest-init-drain.log
 kernels=(/boot/vmlinuz-*)

@@ -14,8 +14,8 @@
 # -k's) is the command's.
 
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=selftests/ktap.sh
-. "$here/../../selftests/ktap.sh"
+# shellcheck source=testlib/ktap.sh
+. "$here/../../testlib/ktap.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 kernels=(/boot/vmlinuz-*)

@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <math.h>
 
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "internal.h"
 
 typedef unsigned __int128 u128;

@@ -14,7 +14,7 @@
 
 #include "fake_sysfs.h"
 #include "internal.h"
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 
 /* A sysfs root whose clocksource files say 'available' and 'current'. */
 static void fake_clocksources(struct __test_metadata *_metadata, char *dir, size_t size,

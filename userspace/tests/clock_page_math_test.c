@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "tsc_clock_page.h"
 
 #define NSEC_PER_SEC 1000000000ull

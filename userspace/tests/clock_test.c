@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "fake_sysfs.h"
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "libtsc.h"
 
 static uint64_t clock_ns(clockid_t id)

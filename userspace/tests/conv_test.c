@@ -7,7 +7,7 @@
  */
 #include <errno.h>
 
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "libtsc.h"
 
 typedef unsigned __int128 u128;

@@ -8,7 +8,7 @@
  */
 #include <math.h>
 
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "../tools/coreclock_calc.h"
 
 static const struct cc_variant vars[] = {

@@ -11,7 +11,7 @@
 
 #include "fake_sysfs.h"
 #include "internal.h"
-#include "../../bench/page_syncs.h"
+#include "../../testlib/page_syncs.h"
 
 /*
  * The start of the helper's next sync after the one at 'after', waiting

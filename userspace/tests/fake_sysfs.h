@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "tsc_clock_page.h"
 
 /* A fake sysfs root holding 'khz' (0: no file), its name into dir[size]. */

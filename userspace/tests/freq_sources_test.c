@@ -5,7 +5,7 @@
  * either order, and the first pair that does not is the one named.  The
  * values are made up: no machine disagrees with itself on demand.
  */
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "../tools/freq_sources.h"
 
 /* hz (as num / den, which is what is compared) with a precision of ppm. */

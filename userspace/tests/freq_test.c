@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "fake_sysfs.h"
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "libtsc.h"
 
 TEST(sysfs_wins_when_present)

@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "libtsc.h"
 #include "../tools/jitter_causes.h"
 

@@ -16,7 +16,7 @@
 
 #include "internal.h"
 #include "kernel_mults.h"
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 
 /*
  * The kernel's cyc2ns scale for tsc_khz: ns = cycles * mult >> shift,

@@ -14,7 +14,7 @@
 
 #include "fake_sysfs.h"
 #include "internal.h"
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 
 struct leaf {
 	uint32_t leaf;

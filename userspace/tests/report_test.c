@@ -9,7 +9,7 @@
 
 #include "fake_sysfs.h"
 #include "internal.h"
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 
 /*
  * A synthetic race: CPUs take turns in a random order; each stamps its

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "internal.h"
 #include "kernel_mults.h"
 

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../selftests/harness.h"
+#include "../../testlib/harness.h"
 #include "internal.h"
 
 #define HANDOFFS 5000000ul

@@ -10,8 +10,8 @@
 #
 # Usage: tsc_jitter_test.sh TOOL INJECTOR SCHEMA
 
-# shellcheck source=tools_lib.sh
-. "$(dirname "$0")/tools_lib.sh"
+# shellcheck source=../../testlib/tools_lib.sh
+. "$(dirname "$0")/../../testlib/tools_lib.sh"
 tool=${1:?usage: tsc_jitter_test.sh TOOL INJECTOR SCHEMA}
 inject=${2:?usage}
 schema=${3:?usage}

@@ -12,8 +12,8 @@
 # Usage: tsc_report_test.sh TOOL SCHEMA [SECCOMP_RUN]
 #   (needs python3-jsonschema, promtool; SECCOMP_RUN: tests/seccomp_run.c)
 
-# shellcheck source=tools_lib.sh
-. "$(dirname "$0")/tools_lib.sh"
+# shellcheck source=../../testlib/tools_lib.sh
+. "$(dirname "$0")/../../testlib/tools_lib.sh"
 tool=${1:?usage: tsc_report_test.sh TOOL SCHEMA}
 schema=${2:?usage: tsc_report_test.sh TOOL SCHEMA [SECCOMP_RUN]}
 seccomp=${3:-}

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 # shellcheck shell=bash
 # What the tools' test scripts share; source it first thing.  Gives KTAP
-# (selftests/ktap.sh), a temporary directory $tmp removed at exit, and:
+# (testlib/ktap.sh), a temporary directory $tmp removed at exit, and:
 
-# shellcheck source=../../selftests/ktap.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../../selftests/ktap.sh"
+# shellcheck source=ktap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/ktap.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

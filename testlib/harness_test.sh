@@ -7,13 +7,13 @@
 # the body).
 
 here=$(cd "$(dirname "$0")" && pwd)
-probe=${1:-$here/../build/selftests/harness_probe}
-# shellcheck source=selftests/ktap.sh
+probe=${1:-$here/../build/testlib/harness_probe}
+# shellcheck source=ktap.sh
 . "$here/ktap.sh"
 
 ktap_plan 6
 if [ ! -x "$probe" ]; then
-	echo "# no $probe: 'make selftests' builds it"
+	echo "# no $probe: 'make selftests-check' builds it"
 	exit 1
 fi
 out=$("$probe" 2>&1)

@@ -7,7 +7,7 @@
 # is 4, any failure 1.  Each case is a small program that sources ktap.sh.
 
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=selftests/ktap.sh
+# shellcheck source=ktap.sh
 . "$here/ktap.sh"
 
 # case NAME EXPECTED-STATUS PROGRAM: run PROGRAM after sourcing ktap.sh.
