@@ -167,9 +167,9 @@ check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START
 # not cached (mk/vm.mk).  Then, one at a time, everything that times
 # something: the unit tests, the guests (each a step of its own), where
 # another step's load would distort what they measure.
-CHECK_LANE.packages := dkms-check deb-check fresh-root-bookworm-check
-CHECK_LANE.builds := style doc-links selftests chronyd kbuild-check install-check lib-build lib-lint lib-abi \
-	doc-examples fresh-root-trixie-check
+CHECK_LANE.packages := selftests chronyd dkms-check deb-check fresh-root-bookworm-check
+CHECK_LANE.builds := style doc-links kbuild-check install-check lib-build lib-lint lib-abi doc-examples \
+	fresh-root-trixie-check
 check-step-fresh-root-trixie-check: check-step-deb-check
 check_chain = $(if $(word 2,$(1)),$(eval check-step-$(word 2,$(1)): check-step-$(word 1,$(1)))$(call \
 	check_chain,$(wordlist 2,$(words $(1)),$(1))))
