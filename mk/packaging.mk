@@ -47,13 +47,17 @@ DKMS_KO = $(wildcard $(DKMS_DIR)/tree/tsc-freq-khz/$(VERSION)/$(1)/$(shell uname
 # Made again when a source or the list of kernels changed, not at every
 # guest that loads its modules (each step of make check is a make of its
 # own, where a phony prerequisite would run every time): the list is
-# rewritten only when it differs, kbuild's if_changed in small.
-DKMS_STAMP := $(BUILD)/dkms.stamp
+# rewritten only when it differs, kbuild's if_changed in small.  Each
+# stamp takes the time its work began (a file edited meanwhile is newer),
+# and lives inside what it stands for.
+DKMS_STAMP := $(DKMS_DIR)/stamp
 DKMS_KERNELS := $(BUILD)/dkms.kernels
-$(shell mkdir -p $(BUILD) && { echo $(KERNELS) | cmp -s - $(DKMS_KERNELS) || echo $(KERNELS) > $(DKMS_KERNELS); })
+$(DKMS_KERNELS): FORCE
+	@mkdir -p $(@D) && echo $(KERNELS) | cmp -s - $@ || echo $(KERNELS) > $@
 dkms-check: $(DKMS_STAMP)
 $(DKMS_STAMP): $(SOURCES) dkms.conf $(DKMS_KERNELS)
-	rm -rf $(DKMS_DIR) $@ && mkdir -p $(DKMS_DIR)/tree $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)
+	rm -rf $(DKMS_DIR) && mkdir -p $(DKMS_DIR)/tree $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)
+	: > $@.start
 	cp -a Kbuild dkms.conf module common $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)/
 	$(DKMS) add -m tsc-freq-khz -v $(VERSION)
 	set -e; for k in $(KERNELS); do \
@@ -63,21 +67,23 @@ $(DKMS_STAMP): $(SOURCES) dkms.conf $(DKMS_KERNELS)
 		ls $(DKMS_DIR)/install/$$k/updates/dkms/tsc_freq_khz.ko*; \
 	done
 	$(DKMS) status -m tsc-freq-khz
-	touch $@
+	touch -r $@.start $@ && rm $@.start
 
 # The Debian packages (packaging/debian/, debhelper and dh_dkms) in
 # build/deb: tsc-freq-khz-dkms, libtsc1, libtsc-dev and tsc-tools, with the
 # source package; lintian (any error or warning fails), their fields,
 # files, maintainer scripts, the library's ABI and the systemd units checked.
 # What it needs is installed first, or named all at once.
-# Made again when a file of the project changed (its git index: what the
-# build copies), not at every make deb, nor at vm-fleet-e2e after
-# deb-check built them.
-DEB_STAMP := $(BUILD)/deb.stamp
-PROJECT_FILES := $(shell git ls-files 2>/dev/null)
+# Made again when a file of the project changed (what the build copies:
+# tracked files and new ones not ignored; always, outside git), not at
+# every make deb, nor at vm-fleet-e2e after deb-check built them.
+DEB_STAMP := $(BUILD)/deb/stamp
+PROJECT_FILES := $(wildcard $(shell git ls-files --cached --others --exclude-standard 2>/dev/null))
 deb: $(DEB_STAMP)
-$(DEB_STAMP): $(PROJECT_FILES) | deps-deb
-	rm -f $@ && scripts/packaging/deb-check.sh --build-only $(BUILD)/deb && touch $@
+$(DEB_STAMP): $(or $(PROJECT_FILES),FORCE) | deps-deb
+	rm -f $@ && mkdir -p $(@D) && : > $@.start
+	scripts/packaging/deb-check.sh --build-only $(BUILD)/deb
+	touch -r $@.start $@ && rm $@.start
 
 # DKMS skipping what dkms.conf excludes (exit 77, nothing built); then the
 # packages installed with apt on this machine, used and purged, as a fleet
@@ -86,7 +92,7 @@ $(DEB_STAMP): $(PROJECT_FILES) | deps-deb
 # summary: a skip there is counted and says why, not passed in silence.
 deb-check:
 	scripts/packaging/dkms-exclusive-check.sh $(BUILD)
-	@mkdir -p $(BUILD) && rm -f $(DEB_STAMP)
+	@mkdir -p $(BUILD)/deb && rm -f $(DEB_STAMP) && : > $(DEB_STAMP).start
 	{ scripts/packaging/deb-check.sh $(BUILD)/deb; echo $$? > $(BUILD)/deb-check.status; } | \
 		tee $(BUILD)/deb-check.out
 	@st=$$(cat $(BUILD)/deb-check.status); case $$st in \
@@ -95,7 +101,8 @@ deb-check:
 	*) echo "not ok 1 deb-check # exit=$$st" ;; \
 	esac | tee $(BUILD)/deb-check.log; [ "$$st" = 0 ] || [ "$$st" = 4 ]
 	@# It built and inspected the packages: make deb need not again.
-	@! grep -q '^inspect: ok' $(BUILD)/deb-check.out || touch $(DEB_STAMP)
+	@! grep -q '^inspect: ok' $(BUILD)/deb-check.out || touch -r $(DEB_STAMP).start $(DEB_STAMP)
+	@rm -f $(DEB_STAMP).start
 
 # The README's set-up where nothing is installed: a clean bookworm root in
 # which a clone of HEAD runs make run to its verdict (twice), then the
@@ -113,4 +120,6 @@ fresh-root-bookworm-check:
 fresh-root-trixie-check:
 	scripts/fresh-root-check.sh --trixie $(BUILD)/deb $(BUILD)
 
+# Always out of date (GNU make's idiom: no recipe, no prerequisites).
+FORCE:
 .PHONY: install-check dkms-check deb deb-check fresh-root-check fresh-root-bookworm-check fresh-root-trixie-check

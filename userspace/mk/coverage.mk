@@ -20,7 +20,7 @@ COV := $(OUT)/coverage
 coverage: $(TESTS)
 	@if [ ! -e $(UNIT_RAN) ] || [ -n "$$(find $(TESTS) -newer $(UNIT_RAN))" ]; then \
 		$(MAKE) --no-print-directory unit; \
-	else echo "# coverage: from the unit tests' run that ended $$(date -r $(UNIT_RAN) +%T)"; fi
+	else echo "# coverage: from the unit tests' run that ended $$(date -r $(UNIT_RAN) +'%F %T')"; fi
 	@rm -rf $(COV)/html && mkdir -p $(COV)/html
 	@st=0; $(GCOVR) --gcov-executable $(GCOV) --root $(CURDIR) --filter '$(CURDIR)/src/' \
 		--txt $(COV)/coverage.txt --html-details $(COV)/html/index.html \
