@@ -50,6 +50,8 @@ DKMS_KO = $(wildcard $(DKMS_DIR)/tree/tsc-freq-khz/$(VERSION)/$(1)/$(shell uname
 # rewritten only when it differs, kbuild's if_changed in small.  Each
 # stamp takes the time its work began (a file edited meanwhile is newer),
 # and lives inside what it stands for.
+stamp_begin = : > $(1).start
+stamp_end = touch -r $(1).start $(1) && rm $(1).start
 DKMS_STAMP := $(DKMS_DIR)/stamp
 DKMS_KERNELS := $(BUILD)/dkms.kernels
 $(DKMS_KERNELS): FORCE
@@ -57,7 +59,7 @@ $(DKMS_KERNELS): FORCE
 dkms-check: $(DKMS_STAMP)
 $(DKMS_STAMP): $(SOURCES) dkms.conf $(DKMS_KERNELS)
 	rm -rf $(DKMS_DIR) && mkdir -p $(DKMS_DIR)/tree $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)
-	: > $@.start
+	$(call stamp_begin,$@)
 	cp -a Kbuild dkms.conf module common $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)/
 	$(DKMS) add -m tsc-freq-khz -v $(VERSION)
 	set -e; for k in $(KERNELS); do \
@@ -67,7 +69,7 @@ $(DKMS_STAMP): $(SOURCES) dkms.conf $(DKMS_KERNELS)
 		ls $(DKMS_DIR)/install/$$k/updates/dkms/tsc_freq_khz.ko*; \
 	done
 	$(DKMS) status -m tsc-freq-khz
-	touch -r $@.start $@ && rm $@.start
+	$(call stamp_end,$@)
 
 # The Debian packages (packaging/debian/, debhelper and dh_dkms) in
 # build/deb: tsc-freq-khz-dkms, libtsc1, libtsc-dev and tsc-tools, with the
@@ -81,9 +83,9 @@ DEB_STAMP := $(BUILD)/deb/stamp
 PROJECT_FILES := $(wildcard $(shell git ls-files --cached --others --exclude-standard 2>/dev/null))
 deb: $(DEB_STAMP)
 $(DEB_STAMP): $(or $(PROJECT_FILES),FORCE) | deps-deb
-	rm -f $@ && mkdir -p $(@D) && : > $@.start
+	rm -f $@ && mkdir -p $(@D) && $(call stamp_begin,$@)
 	scripts/packaging/deb-check.sh --build-only $(BUILD)/deb
-	touch -r $@.start $@ && rm $@.start
+	$(call stamp_end,$@)
 
 # DKMS skipping what dkms.conf excludes (exit 77, nothing built); then the
 # packages installed with apt on this machine, used and purged, as a fleet
@@ -92,7 +94,7 @@ $(DEB_STAMP): $(or $(PROJECT_FILES),FORCE) | deps-deb
 # summary: a skip there is counted and says why, not passed in silence.
 deb-check:
 	scripts/packaging/dkms-exclusive-check.sh $(BUILD)
-	@mkdir -p $(BUILD)/deb && rm -f $(DEB_STAMP) && : > $(DEB_STAMP).start
+	@mkdir -p $(BUILD)/deb && rm -f $(DEB_STAMP) && $(call stamp_begin,$(DEB_STAMP))
 	{ scripts/packaging/deb-check.sh $(BUILD)/deb; echo $$? > $(BUILD)/deb-check.status; } | \
 		tee $(BUILD)/deb-check.out
 	@st=$$(cat $(BUILD)/deb-check.status); case $$st in \
@@ -101,8 +103,8 @@ deb-check:
 	*) echo "not ok 1 deb-check # exit=$$st" ;; \
 	esac | tee $(BUILD)/deb-check.log; [ "$$st" = 0 ] || [ "$$st" = 4 ]
 	@# It built and inspected the packages: make deb need not again.
-	@! grep -q '^inspect: ok' $(BUILD)/deb-check.out || touch -r $(DEB_STAMP).start $(DEB_STAMP)
-	@rm -f $(DEB_STAMP).start
+	@if grep -q '^inspect: ok' $(BUILD)/deb-check.out; then $(call stamp_end,$(DEB_STAMP)); \
+	else rm $(DEB_STAMP).start; fi
 
 # The README's set-up where nothing is installed: a clean bookworm root in
 # which a clone of HEAD runs make run to its verdict (twice), then the

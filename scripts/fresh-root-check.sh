@@ -144,10 +144,6 @@ echo "fresh-root-check: HEAD $head in a $suite $variant root (+$include), from: 
 
 make_root() {
 	local -a opts=()
-	# The cache of an older layout, shared by the suites: bookworm's run
-	# takes it (the two roots may start side by side).
-	[[ $suite != bookworm || ! -d $cache/archives || -e $cache/archives-bookworm ]] ||
-		mv "$cache/archives" "$cache/archives-bookworm"
 	mkdir -p "$archives/partial"
 	if [[ -f $tarball ]]; then
 		echo "  cached: $tarball ($(du -h "$tarball" | cut -f1))"
