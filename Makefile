@@ -151,12 +151,18 @@ check-quick:
 # wall clock's total.
 CHECK_TIMES = $(BUILD)/check-times.txt
 CHECK_START = $(BUILD)/check-start
+# Beside each step's wall time, the CPU time of everything it ran (the
+# shell's reaped children, from /proc): near the wall time, the step kept
+# a CPU busy; near twice, both; far below, it waited.
 print_times = awk -v now=$$(date +%s) -v t0=$$(cat $(CHECK_START) 2>/dev/null) \
-	'{ sub("^$(BUILD)/", "", $$1); printf "check: %-42s %6d s%s\n", $$1, $$2, $$3 ? "  (failed)" : ""; t += $$2 } \
-	END { printf "check: %-42s %6d s\n", "all steps", t; \
+	'BEGIN { printf "check: %-42s %6s   %6s\n", "step", "wall", "cpu" } \
+	{ sub("^$(BUILD)/", "", $$1); printf "check: %-42s %6d s %6d s%s\n", $$1, $$2, $$4, $$3 ? "  (failed)" : ""; \
+		t += $$2; c += $$4 } \
+	END { printf "check: %-42s %6d s %6d s\n", "all steps", t, c; \
 		if (t0) printf "check: %-42s %6d s (steps side by side count once)\n", "wall clock", now - t0 }' $(CHECK_TIMES)
-timed = t0=$$(date +%s); $(MAKE) --no-print-directory $(1); st=$$?; \
-	echo "$(1) $$(($$(date +%s) - t0)) $$st" >> $(CHECK_TIMES); \
+cpu_ticks = awk '{ print $$16 + $$17 }' /proc/$$$$/stat
+timed = t0=$$(date +%s); c0=$$($(cpu_ticks)); $(MAKE) --no-print-directory $(1); st=$$?; \
+	echo "$(1) $$(($$(date +%s) - t0)) $$st $$(( ($$($(cpu_ticks)) - c0) / $$(getconf CLK_TCK) ))" >> $(CHECK_TIMES); \
 	[ $$st = 0 ] || { $(print_times); exit 1; }
 check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START)
 
