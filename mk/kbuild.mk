@@ -52,8 +52,11 @@ $(BUILD)/kbuild/%/kmod/tscfk_fake_kernel_file.ko: selftests/kmod/Kbuild selftest
 	rm -rf $(@D) && mkdir -p $(@D) && cp -a selftests/kmod/* $(@D)/
 	$(call kbuild_w1_sparse,$*)
 
+# The selftests link libtsc's archives (userspace/Makefile's all and san).
 selftests: linux-source
-	$(MAKE) -C selftests OUTPUT=$(BUILD)/selftests KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests
+	$(MAKE) -C userspace all san OUT=$(BUILD)/userspace
+	$(MAKE) -C selftests OUTPUT=$(BUILD)/selftests KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests \
+		LIBTSC_OUT=$(BUILD)/userspace
 
 # The shared estimator's test, the test helpers' own (testlib/: ktap.sh's
 # exit statuses, and how harness.h reports what harness_probe's tests do

@@ -1212,6 +1212,8 @@ static void *helper(void *arg)
 	int64_t due = tsc__ns_now(CLOCK_MONOTONIC) + SYNC_PERIOD_NS;	/* the next sync */
 	unsigned int failed = 0;	/* syncs in a row whose sample was too noisy */
 
+	/* Named, for ps -L and top -H, and for whoever places threads by name. */
+	(void)pthread_setname_np(pthread_self(), TSC__HELPER_NAME);
 	for (;;) {
 		struct pollfd fds[2] = {
 			{ .fd = d->stop_fd, .events = POLLIN },

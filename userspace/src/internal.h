@@ -255,6 +255,8 @@ int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *ro
 			  enum tsc_sysclock_discipline mode, bool inherit,
 			  const struct tsc_freq *freq, char *why, size_t why_size,
 			  struct tsc__discipline **out);
+/* The helper thread's name (tsc_sysclock_sync(3) documents it). */
+#define TSC__HELPER_NAME	"libtsc-sync"
 /*
  * The rate correction a sync applies for an error of err ns over a horizon
  * of horizon ns (0: none known), and that horizon: the longest of the last

@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_sysfs.h"
 #include "internal.h"
@@ -69,6 +70,7 @@ struct start {
 	int policy;		/* asked of the initialising thread */
 	int err;
 	int helper_policy;
+	char name[16];		/* the helper's, once it named itself */
 	bool inherit;
 };
 
@@ -97,6 +99,13 @@ static void *start(void *arg)
 		s->err = pthread_getaffinity_np(h, sizeof(s->cpus), &s->cpus);
 	if (!s->err)
 		s->err = pthread_getschedparam(h, &s->helper_policy, &sp);
+	/* It names itself first thing: up to a second for it to run. */
+	for (int i = 0; !s->err && i < 1000; i++) {
+		s->err = pthread_getname_np(h, s->name, sizeof(s->name));
+		if (s->err || !strcmp(s->name, TSC__HELPER_NAME))
+			break;
+		usleep(1000);
+	}
 	return NULL;
 }
 
@@ -129,6 +138,7 @@ TEST_F(helper, stays_off_isolated_and_real_time)
 	EXPECT_TRUE(CPU_ISSET(self->first, &s.cpus));
 	EXPECT_EQ(SCHED_OTHER, s.helper_policy);
 	EXPECT_NE(NULL, strstr(s.c.why, "SCHED_OTHER on housekeeping CPUs"));
+	EXPECT_STREQ("libtsc-sync", s.name);
 	tsc_sysclock_fini(&s.c);
 }
 
