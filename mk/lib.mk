@@ -6,11 +6,6 @@
 lib:
 	$(MAKE) -C userspace OUT=$(BUILD)/userspace
 
-# The helpers the guests' tests of the tools run beside them
-# (run_tests.sh: jitter_inject), not part of libtsc's build.
-lib-helpers:
-	$(MAKE) -C userspace helpers OUT=$(BUILD)/userspace
-
 lib-check: linux-source
 	$(MAKE) -C userspace check OUT=$(BUILD)/userspace \
 		KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests 2>&1 | tee $(BUILD)/lib-check.log; \
@@ -45,4 +40,4 @@ lib-abi:
 fuzz:
 	$(MAKE) -C userspace fuzz OUT=$(BUILD)/userspace
 
-.PHONY: lib lib-helpers lib-build lib-check lib-unit lib-lint lib-coverage lib-abi fuzz
+.PHONY: lib lib-build lib-check lib-unit lib-lint lib-coverage lib-abi fuzz

@@ -13,14 +13,14 @@ VM_MODPROBE = modprobe $(if $(call kernel_root,$(1)),-d $(call kernel_root,$(1))
 
 # Every kernel-side selftest, with 2 CPUs, on the oldest kernel, this
 # machine's newest (the 6.12 that bookworm and trixie fleets run), and the
-# newest generic and PREEMPT_RT kernels of all.  The tests of the tools,
-# which read the module's files the same on every kernel, the clients'
+# newest generic and PREEMPT_RT kernels of all.  The tools' checks that
+# need a kernel of their own (tsc-report against the module's files, which
+# it reads the same on every kernel; tsc-jitter's causes), the clients'
 # (X-Ray, Abseil) and the bound's against chronyd run in the newest
 # generic kernel's guest alone; the timekeeper's stall in a guest of its
 # own, below.
 FULL_KERNELS := $(sort $(OLDEST_GENERIC) $(lastword $(HOST_GENERIC)) $(NEWEST_GENERIC) $(NEWEST_RT))
-USERSPACE_TESTS := clients_test tsc_report_test tsc_jitter_test tsc_coreclock_test tsc_interference_test \
-	jitter_causes_test ntp_bound_test
+USERSPACE_TESTS := clients_test tsc_report_test jitter_causes_test ntp_bound_test
 full_skip = $(if $(filter $(NEWEST_GENERIC),$(1)),,$(USERSPACE_TESTS)) timekeeper_stall_test
 # One CPU, on the oldest kernel: no pair to measure, and 6.1 keeps its TSC
 # as clocksource there (with 2 CPUs under TCG it marks it unstable): the
@@ -68,13 +68,19 @@ $(CHRONYD):
 	@test -x $@
 chronyd: $(CHRONYD)
 
+# Load/unload cycles of lifecycle_test and stress_test: 200 on the oldest
+# generic kernel and the newest rt one, the two ends of the code the
+# module runs on, and 100 on the kernels between them (TSCFK_CYCLES in the
+# environment overrides both).  A cycle takes 0.1-0.25 s under TCG.
+vm_cycles = $(or $(TSCFK_CYCLES),$(if $(filter $(OLDEST_GENERIC) $(NEWEST_RT),$(1)),200,100))
+
 # The selftests in a guest: $(1) kernel, $(2) CPUs, $(3) the module, $(4)
 # the log's name, $(5) the tests skipped and $(6) why (quoted).
 define vm_selftests
 	@mkdir -p $(BUILD)/vm
 	$(if $(filter-out 0,$(shell echo $$(( $(2) > $(HOST_CPUS) )))), \
 		TSCFK_OVERCOMMITTED="$(2) vCPUs on $(HOST_CPUS) host CPUs") \
-	TSCFK_FAKE_KO=$(call FAKE_KO,$(1)) TSCFK_CHRONYD=$(CHRONYD) \
+	TSCFK_FAKE_KO=$(call FAKE_KO,$(1)) TSCFK_CHRONYD=$(CHRONYD) TSCFK_CYCLES=$(call vm_cycles,$(1)) \
 	TSCFK_ONLY="$(call vm_only,$(1),$(2))" TSCFK_SKIP="$(5)" TSCFK_SKIP_WHY=$(6) \
 	scripts/vm/run-in-vm.sh --kernel $(1) --smp $(2) $(call vm_append,$(1),$(2)) \
 		--log $(BUILD)/vm/$(4).log --env TSCFK_CYCLES --env TSCFK_OVERCOMMITTED \
@@ -84,7 +90,7 @@ define vm_selftests
 	@! grep -a '^not ok' $(BUILD)/vm/$(4).log
 endef
 
-$(VM_RUNS): vm-%: selftests lib lib-helpers dkms-check kbuild-check $(CHRONYD)
+$(VM_RUNS): vm-%: selftests lib dkms-check kbuild-check $(CHRONYD)
 	$(call vm_selftests,$(call vm_kernel,$*),$(call vm_smp,$*),$(call VM_KO,$(call vm_kernel,$*)),$*,$(if \
 		$(filter 2,$(call vm_smp,$*)),$(call full_skip,$(call vm_kernel,$*))),$(call \
 		vm_why,$(call vm_kernel,$*),$(call vm_smp,$*)))
@@ -92,7 +98,7 @@ $(VM_RUNS): vm-%: selftests lib lib-helpers dkms-check kbuild-check $(CHRONYD)
 # make check-quick's guest: the newest generic kernel with 2 CPUs, the
 # module as kbuild built it (no DKMS, no other kernel's build), the
 # kernel side's selftests; vm-newest runs the rest.
-vm-quick: selftests lib lib-helpers $(call KBUILD_KO,$(NEWEST_GENERIC)) $(call FAKE_KO,$(NEWEST_GENERIC))
+vm-quick: selftests lib $(call KBUILD_KO,$(NEWEST_GENERIC)) $(call FAKE_KO,$(NEWEST_GENERIC))
 	$(call vm_selftests,$(NEWEST_GENERIC),2,$(call KBUILD_KO,$(NEWEST_GENERIC)),quick,$(USERSPACE_TESTS) \
 		timekeeper_stall_test,"make check-quick: the kernel side only (make vm-newest runs the rest)")
 
