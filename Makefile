@@ -166,29 +166,34 @@ timed = t0=$$(date +%s); c0=$$($(cpu_ticks)); $(MAKE) --no-print-directory $(1);
 	[ $$st = 0 ] || { $(print_times); exit 1; }
 check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START)
 
-# First what times nothing: builds, packages, fresh roots, lint, in two
-# lanes side by side, one per CPU of the machines this runs on (the
-# steps of a lane wait for each other; the fresh trixie root waits for
-# deb-check's packages too).  Beside them, the debug kernels' build when
-# not cached (mk/vm.mk).  Then, one at a time, everything that times
-# something: the unit tests, the guests (each a step of its own), where
-# another step's load would distort what they measure.
-CHECK_LANE.packages := selftests chronyd dkms-check deb-check fresh-root-bookworm-check
-CHECK_LANE.builds := style doc-links kbuild-check install-check lib-build lib-lint lib-abi doc-examples \
-	fresh-root-trixie-check
+# First what times nothing: builds, packages, fresh roots, lint, in
+# three lanes side by side (the steps of a lane wait for each other; the
+# fresh trixie root waits for deb-check's packages too).  Three on the
+# two CPUs of the machines this runs on: the steps wait on disks and
+# each other about a fifth of the time (the table's cpu column against
+# the wall's), which the third fills.  Lane b holds every step that
+# builds libtsc into build/userspace, which must not run side by side.
+# Beside them, the debug kernels' build when not cached (mk/vm.mk).
+# Then, one at a time, everything that times something: the unit tests,
+# the guests (each a step of its own), where another step's load would
+# distort what they measure.
+CHECK_LANES := a b c
+CHECK_LANE.a := chronyd dkms-check deb-check fresh-root-bookworm-check
+CHECK_LANE.b := selftests style doc-links kbuild-check install-check lib-build lib-abi doc-examples
+CHECK_LANE.c := lib-lint fresh-root-trixie-check
 check-step-fresh-root-trixie-check: check-step-deb-check
 check_chain = $(if $(word 2,$(1)),$(eval check-step-$(word 2,$(1)): check-step-$(word 1,$(1)))$(call \
 	check_chain,$(wordlist 2,$(words $(1)),$(1))))
-$(foreach l,packages builds,$(call check_chain,$(CHECK_LANE.$(l))))
+$(foreach l,$(CHECK_LANES),$(call check_chain,$(CHECK_LANE.$(l))))
 check-step-%:
 	+@$(call timed,$*)
 # Each step's output whole, when it ends (its logs are in build/ as it
-# runs).  What both lanes' first steps need is made before, once.
+# runs).  What the lanes' first steps need is made before, once.
 check-lanes:
 	@$(if $(CHECK_TIMES_GO_ON),,$(check_begin))
 	+@$(call timed,linux-source)
-	+@$(MAKE) --no-print-directory -j2 --output-sync=recurse \
-		$(foreach l,packages builds,check-step-$(lastword $(CHECK_LANE.$(l)))) || { $(print_times); exit 1; }
+	+@$(MAKE) --no-print-directory -j$(words $(CHECK_LANES)) --output-sync=recurse \
+		$(foreach l,$(CHECK_LANES),check-step-$(lastword $(CHECK_LANE.$(l)))) || { $(print_times); exit 1; }
 	@$(if $(CHECK_TIMES_GO_ON),,$(print_times))
 CHECK_STEPS = debug-kernels-wait selftests-check lib-check lib-coverage bench-smoke $(VM_CHECK_STEPS)
 check-all:
@@ -205,7 +210,7 @@ check-all:
 
 # On a machine whose kernel loads modules: the same selftests, directly.
 HOST_RELEASE = $(KDIR_RELEASE)
-check-host: module selftests lib lib-helpers
+check-host: module selftests lib
 	$(MAKE) $(call FAKE_KO,$(HOST_RELEASE))
 	TSCFK_FAKE_KO=$(call FAKE_KO,$(HOST_RELEASE)) \
 		selftests/run_tests.sh tsc_freq_khz.ko $(BUILD)/selftests

@@ -7,7 +7,7 @@
 
 help_main := run check
 help_build := show all module lib install install-module install-module-kernel install-lib \
-	deb clean selftests lib-helpers chronyd linux-source deps-run deps-check deps-deb
+	deb clean selftests chronyd linux-source deps-run deps-check deps-deb
 help_check := check-quick check-all check-lanes check-host style doc-links doc-examples kbuild-check selftests-check \
 	install-check dkms-check deb-check fresh-root-check fresh-root-bookworm-check fresh-root-trixie-check \
 	lib-build lib-check lib-unit lib-lint lib-abi \
@@ -29,7 +29,6 @@ HELP.install-lib := libtsc, its header, pkg-config file, tools and man pages
 HELP.deb := the four Debian packages, in build/deb
 HELP.clean := remove build/ and kbuild's output
 HELP.selftests := the kselftest programs, in build/selftests
-HELP.lib-helpers := the tools and helpers the guests' libtsc tests run
 HELP.chronyd := Debian's chronyd, unpacked under build/ for the guests (nothing installed)
 HELP.linux-source := Debian's linux-source-6.1, unpacked: checkpatch.pl and the kselftest headers
 HELP.deps-run := install the packages make run needs (apt-get, quiet when present)
@@ -37,7 +36,7 @@ HELP.deps-check := install the packages make check needs, and bring the kernel r
 HELP.deps-deb := install the packages make deb needs
 HELP.check-quick := the inner loop's check, under 10 minutes: style, two builds, unit tests, vm-quick; never a substitute for make check
 HELP.check-all := make check without installing anything first
-HELP.check-lanes := make check's steps that time nothing, in two lanes side by side
+HELP.check-lanes := make check's steps that time nothing, in three lanes side by side
 HELP.check-host := the selftests on this machine's own kernel (root, a kernel that loads modules)
 HELP.style := checkpatch.pl --strict on the module, shellcheck on the scripts
 HELP.doc-links := every relative link of the Markdown resolves, every make target named exists

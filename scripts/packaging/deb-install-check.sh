@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Install the project's packages as a fleet does, use each one, purge them,
-# and check that nothing of them is left.  Run as root: on this machine by
-# deb-check.sh, inside a fresh Debian root by fresh-root-check.sh.
+# and check that nothing of them is left.  Run as root: inside a clean
+# Debian root by fresh-root-check.sh (make check), or by hand on a machine.
 #
 #   scripts/packaging/deb-install-check.sh [--chroot] [--then COMMAND] DEBDIR RESULTDIR
 #
