@@ -45,7 +45,7 @@ HELP.kbuild-check := W=1 and sparse builds for every kernel, here and in the ker
 HELP.selftests-check := the estimator's test, the test helpers' (testlib/: ktap.sh, harness.h) and the guest harness's
 HELP.install-check := make install staged for each kernel; libtsc through pkg-config
 HELP.dkms-check := DKMS builds the module for this machine's kernels, skips the excluded
-HELP.deb-check := the packages built, linted, installed with apt, used and purged
+HELP.deb-check := the packages built, linted, inspected, their module built by DKMS (installed in the fresh roots)
 HELP.fresh-root-check := both fresh roots below
 HELP.fresh-root-bookworm-check := make run and make deb in a clean bookworm root, then the packages there
 HELP.fresh-root-trixie-check := the packages in a clean trixie root with its backports' kernel: DKMS builds

@@ -52,9 +52,9 @@ $(BUILD)/kbuild/%/kmod/tscfk_fake_kernel_file.ko: selftests/kmod/Kbuild selftest
 	rm -rf $(@D) && mkdir -p $(@D) && cp -a selftests/kmod/* $(@D)/
 	$(call kbuild_w1_sparse,$*)
 
-# The selftests link libtsc's archives (userspace/Makefile's all and san).
-selftests: linux-source
-	$(MAKE) -C userspace all san OUT=$(BUILD)/userspace
+# The selftests link libtsc's archives: lib first, lest two makes build
+# it side by side under -j.
+selftests: linux-source lib
 	$(MAKE) -C selftests OUTPUT=$(BUILD)/selftests KSFT_INC=$(LINUX_SOURCE)/tools/testing/selftests \
 		LIBTSC_OUT=$(BUILD)/userspace
 

@@ -88,8 +88,8 @@ $(DEB_STAMP): $(or $(PROJECT_FILES),FORCE) | deps-deb
 	$(call stamp_end,$@)
 
 # DKMS skipping what dkms.conf excludes (exit 77, nothing built); then the
-# packages installed with apt on this machine, used and purged, as a fleet
-# would (skipped, with the reason, where any of it is installed already).
+# packages built, linted and inspected, and the packaged module built by
+# DKMS in private trees (installed, used and purged: the fresh roots').
 # The result goes to deb-check.log, as a KTAP line, for make check's
 # summary: a skip there is counted and says why, not passed in silence.
 deb-check:

@@ -26,8 +26,8 @@ ko=${1:?usage: run_tests.sh MODULE.ko [BINDIR]}
 bin=${2:-$here/../build/selftests}
 ko=$(realpath "$ko")
 
-# Under QEMU's TCG with two CPUs or more, the tests that run tsc-jitter
-# run with its perf events held open by perf_keys_hold, so that its own
+# Under QEMU's TCG with two CPUs or more, jitter_causes_test, which runs
+# tsc-jitter, runs with its perf events held open by perf_keys_hold, so that its own
 # opens and closes leave the kernel's text alone: a race of the emulator's
 # with the kernel's live text patching kills the guest otherwise (the
 # helper says how).  The hold's own start and end flip each key once.
@@ -74,8 +74,8 @@ case $ko in
 esac
 
 # Of the tools' tests, only what needs the module runs here: tsc-report's
-# checks against the system, with the module loaded.  The rest run in a
-# guest as on the host, where libtsc's check runs them whole.
+# checks against the system, with the module loaded.  The rest would run
+# in a guest as they do on the host, where libtsc's check runs them whole.
 tests=(estimator_test unload lifecycle_test clock_page_test stress_test scaling_test clients_test
        load sysfs_test trigger_test hotplug_test libtsc_test sysclock_exact_test ntp_bound_test
        timekeeper_stall_test tsc_report_test

@@ -1212,7 +1212,7 @@ static void *helper(void *arg)
 	int64_t due = tsc__ns_now(CLOCK_MONOTONIC) + SYNC_PERIOD_NS;	/* the next sync */
 	unsigned int failed = 0;	/* syncs in a row whose sample was too noisy */
 
-	/* Named, for ps -L and top -H, and for whoever places threads by name. */
+	/* Named (create_helper() tries first), where /proc is not mounted too. */
 	(void)pthread_setname_np(pthread_self(), TSC__HELPER_NAME);
 	for (;;) {
 		struct pollfd fds[2] = {
@@ -1312,7 +1312,14 @@ static int create_helper(struct tsc__discipline *d, pthread_attr_t *attr, bool p
 		err = pthread_create(&d->thread, NULL, helper, d);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return err ? tsc__fail(-err, "pthread_create: %s", strerror(err)) : 0;
+	if (err)
+		return tsc__fail(-err, "pthread_create: %s", strerror(err));
+	/*
+	 * Named before the caller goes on, for ps -L and top -H and whoever
+	 * places threads by name (through /proc: the helper names itself too).
+	 */
+	(void)pthread_setname_np(d->thread, TSC__HELPER_NAME);
+	return 0;
 }
 
 static int start_helper(struct tsc__discipline *d, bool inherit, char *where, size_t size)

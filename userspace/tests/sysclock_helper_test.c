@@ -71,6 +71,7 @@ struct start {
 	int err;
 	int helper_policy;
 	char name[16];		/* the helper's, once it named itself */
+	int name_err;
 	bool inherit;
 };
 
@@ -101,8 +102,8 @@ static void *start(void *arg)
 		s->err = pthread_getschedparam(h, &s->helper_policy, &sp);
 	/* It names itself first thing: up to a second for it to run. */
 	for (int i = 0; !s->err && i < 1000; i++) {
-		s->err = pthread_getname_np(h, s->name, sizeof(s->name));
-		if (s->err || !strcmp(s->name, TSC__HELPER_NAME))
+		s->name_err = pthread_getname_np(h, s->name, sizeof(s->name));
+		if (s->name_err || !strcmp(s->name, TSC__HELPER_NAME))
 			break;
 		usleep(1000);
 	}
@@ -138,6 +139,7 @@ TEST_F(helper, stays_off_isolated_and_real_time)
 	EXPECT_TRUE(CPU_ISSET(self->first, &s.cpus));
 	EXPECT_EQ(SCHED_OTHER, s.helper_policy);
 	EXPECT_NE(NULL, strstr(s.c.why, "SCHED_OTHER on housekeeping CPUs"));
+	EXPECT_EQ(0, s.name_err) TH_LOG("pthread_getname_np: %s", strerror(s.name_err));
 	EXPECT_STREQ("libtsc-sync", s.name);
 	tsc_sysclock_fini(&s.c);
 }

@@ -58,7 +58,7 @@ PY
 
 # The checks against this system, as it is: with the module loaded, it
 # must be what the tool reads.  With --system, only these (the guests'
-# run, with the module: the fake roots' checks above run on the host, in
+# run, with the module: the fake roots' checks below run on the host, in
 # libtsc's check).
 system_checks() {
 	local st got file mhz
