@@ -2,7 +2,8 @@
 /*
  * Helper for run_tests.sh in a QEMU guest: hold open, for this thread,
  * the perf events tsc-jitter counts (the tool's own list,
- * jitter_causes.c), until SIGTERM or SIGINT.  While one of each is open
+ * jitter_causes.c), until SIGTERM or SIGINT (run_tests.sh sends neither:
+ * the guest powers off with it).  While one of each is open
  * the kernel's static keys behind them stay on (each tracepoint's, perf's
  * per-software-event ones, its scheduler hooks'), so the runs of
  * tsc-jitter in between open and close theirs without patching the

@@ -27,19 +27,19 @@ bin=${2:-$here/../build/selftests}
 ko=$(realpath "$ko")
 
 # Under QEMU's TCG with two CPUs or more, jitter_causes_test, which runs
-# tsc-jitter, runs with its perf events held open by perf_keys_hold, so that its own
-# opens and closes leave the kernel's text alone: a race of the emulator's
-# with the kernel's live text patching kills the guest otherwise (the
-# helper says how).  The hold's own start and end flip each key once.
-# tracefs, which the holder needs for the tracepoints' ids, is mounted for
-# the time if nobody has.
-keys_holder='' keys_mounted=''
+# tsc-jitter, runs with its perf events held open by perf_keys_hold, so
+# that its own opens and closes leave the kernel's text alone: a race of
+# the emulator's with the kernel's live text patching kills the guest
+# otherwise (the helper says how).  The hold's start flips each key once;
+# it is never released, as its end would flip them again: the guest powers
+# off with it.  tracefs, which the holder needs for the tracepoints' ids,
+# is mounted if nobody has.
+keys_holder=''
 keys_hold() {
 	local tr=/sys/kernel/tracing
 	grep -q 'QEMU TCG' /proc/cpuinfo && [ "$(nproc)" -ge 2 ] || return 0
-	if [ ! -e $tr/events ] && mount -t tracefs nodev $tr 2> /dev/null; then
-		keys_mounted=1
-	fi
+	[ -z "$keys_holder" ] || return 0
+	[ -e $tr/events ] || mount -t tracefs nodev $tr 2> /dev/null
 	"$bin/perf_keys_hold" > "$tmp/keys" 2>&1 &
 	keys_holder=$!
 	# Its line says the events are open; up to 10 s for it, under TCG.
@@ -49,26 +49,13 @@ keys_hold() {
 	done
 	echo "# $(head -n 1 "$tmp/keys")"
 }
-keys_release() {
-	if [ -n "$keys_holder" ]; then
-		kill "$keys_holder" 2> /dev/null
-		for _ in $(seq 50); do
-			kill -0 "$keys_holder" 2> /dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$keys_holder" 2> /dev/null
-		wait "$keys_holder"
-	fi
-	[ -z "$keys_mounted" ] || umount /sys/kernel/tracing
-	keys_holder='' keys_mounted=''
-}
 
 # lifecycle_test loads with finit_module(2) itself and needs a plain .ko:
 # DKMS 3.0.10 compresses with xz's default CRC64 check, which the kernel's
 # own xz decoder refuses (EINVAL); kmod's insmod inflates it in userspace.
 plain_ko=$ko
 tmp=$(mktemp -d)
-trap 'keys_release; rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"' EXIT
 case $ko in
 *.xz) plain_ko=$tmp/tsc_freq_khz.ko; xz -dc "$ko" > "$plain_ko" ;;
 esac
@@ -187,8 +174,7 @@ for t in "${tests[@]}"; do
 			"$here/../userspace/tools/tsc-report.schema.json" ;;
 	jitter_causes_test)
 		keys_hold
-		run $t "$here/$t.sh" "$bin/../userspace/tsc-jitter" "$bin/cause_inject"
-		keys_release ;;
+		run $t "$here/$t.sh" "$bin/../userspace/tsc-jitter" "$bin/cause_inject" ;;
 	rt_spinner_test)
 		run $t "$here/$t.sh" "$plain_ko" "$bin/rt_spinner" ;;
 	kmemleak)
