@@ -168,7 +168,7 @@ check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START
 
 # First what times nothing: builds, packages, fresh roots, lint, in
 # three lanes side by side (the steps of a lane wait for each other; the
-# fresh trixie root waits for deb-check's packages too).  Three on the
+# fresh trixie root installs deb-check's packages).  Three on the
 # two CPUs of the machines this runs on: the steps wait on disks and
 # each other about a fifth of the time (the table's cpu column against
 # the wall's), which the third fills.  Lane b holds every step that
@@ -178,10 +178,9 @@ check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START
 # the guests (each a step of its own), where another step's load would
 # distort what they measure.
 CHECK_LANES := a b c
-CHECK_LANE.a := chronyd dkms-check deb-check fresh-root-bookworm-check
+CHECK_LANE.a := fresh-root-bookworm-check lib-lint
 CHECK_LANE.b := selftests style doc-links kbuild-check install-check lib-build lib-abi doc-examples
-CHECK_LANE.c := lib-lint fresh-root-trixie-check
-check-step-fresh-root-trixie-check: check-step-deb-check
+CHECK_LANE.c := chronyd deb-check dkms-check fresh-root-trixie-check
 check_chain = $(if $(word 2,$(1)),$(eval check-step-$(word 2,$(1)): check-step-$(word 1,$(1)))$(call \
 	check_chain,$(wordlist 2,$(words $(1)),$(1))))
 $(foreach l,$(CHECK_LANES),$(call check_chain,$(CHECK_LANE.$(l))))

@@ -44,7 +44,7 @@ HELP.doc-examples := every C example of the README, compiled and run as written
 HELP.kbuild-check := W=1 and sparse builds for every kernel, here and in the kernel roots
 HELP.selftests-check := the estimator's test, the test helpers' (testlib/: ktap.sh, harness.h) and the guest harness's
 HELP.install-check := make install staged for each kernel; libtsc through pkg-config
-HELP.dkms-check := DKMS builds the module for this machine's kernels, skips the excluded
+HELP.dkms-check := DKMS builds the module for this machine's generic kernels, skips the excluded
 HELP.deb-check := the packages built, linted, inspected, their module built by DKMS (installed in the fresh roots)
 HELP.fresh-root-check := both fresh roots below
 HELP.fresh-root-bookworm-check := make run and make deb in a clean bookworm root, then the packages there

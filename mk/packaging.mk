@@ -34,12 +34,14 @@ install-check:
 		$(BUILD)/install/root/usr/bin/tsc-report $(BUILD)/install/root/usr/share/tsc/tsc-report.schema.json \
 		$(BUILD)/install/root/usr/share/man/man1/tsc-report.1
 
-# DKMS exactly as a fleet uses it (add, build, install for every kernel),
-# but with private source, module and install trees instead of /usr/src,
-# /var/lib/dkms/<module> and /lib/modules.  Like any DKMS host, dkms makes
-# its signing key /var/lib/dkms/mok.key on first use, and its install step
-# re-runs depmod for the kernel (the index stays the same: the module is
-# installed in the private tree).
+# DKMS exactly as a fleet uses it (add, build, install), for the kernels
+# whose guests load its module: this machine's generic ones (kbuild-check
+# builds for every flavour; the guests of the roots' kernels load kbuild's
+# module).  With private source, module and install trees instead of
+# /usr/src, /var/lib/dkms/<module> and /lib/modules.  Like any DKMS host,
+# dkms makes its signing key /var/lib/dkms/mok.key on first use, and its
+# install step re-runs depmod for the kernel (the index stays the same:
+# the module is installed in the private tree).
 DKMS_DIR := $(BUILD)/dkms
 DKMS := dkms --dkmstree $(DKMS_DIR)/tree --sourcetree $(DKMS_DIR)/src \
 	--installtree $(DKMS_DIR)/install
@@ -54,15 +56,16 @@ stamp_begin = : > $(1).start
 stamp_end = touch -r $(1).start $(1) && rm $(1).start
 DKMS_STAMP := $(DKMS_DIR)/stamp
 DKMS_KERNELS := $(BUILD)/dkms.kernels
+DKMS_CHECK_KERNELS := $(or $(HOST_GENERIC),$(lastword $(KERNELS)))
 $(DKMS_KERNELS): FORCE
-	@mkdir -p $(@D) && echo $(KERNELS) | cmp -s - $@ || echo $(KERNELS) > $@
+	@mkdir -p $(@D) && echo $(DKMS_CHECK_KERNELS) | cmp -s - $@ || echo $(DKMS_CHECK_KERNELS) > $@
 dkms-check: $(DKMS_STAMP)
 $(DKMS_STAMP): $(SOURCES) dkms.conf $(DKMS_KERNELS)
 	rm -rf $(DKMS_DIR) && mkdir -p $(DKMS_DIR)/tree $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)
 	$(call stamp_begin,$@)
 	cp -a Kbuild dkms.conf module common $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)/
 	$(DKMS) add -m tsc-freq-khz -v $(VERSION)
-	set -e; for k in $(KERNELS); do \
+	set -e; for k in $(DKMS_CHECK_KERNELS); do \
 		mkdir -p $(DKMS_DIR)/install/$$k; \
 		$(DKMS) build -m tsc-freq-khz -v $(VERSION) -k $$k; \
 		$(DKMS) install -m tsc-freq-khz -v $(VERSION) -k $$k; \
@@ -107,18 +110,19 @@ deb-check:
 	else rm $(DEB_STAMP).start; fi
 
 # The README's set-up where nothing is installed: a clean bookworm root in
-# which a clone of HEAD runs make run to its verdict (twice), then the
-# packages of build/deb (make deb, or deb-check) installed with apt, used
-# (in a guest too, with the module loaded), purged, nothing left.  The
+# which a clone of HEAD runs make run to its verdict (twice), then make
+# deb, whose packages are installed with apt, used (in a guest too, with
+# the module loaded), purged, nothing left.  The
 # root tarball and apt's downloads are cached in FRESH_ROOT_CACHE.
 # FRESH_ROOT_MAKE=check: only make check, from nothing, there: its first
 # run on a fresh machine (40 minutes and more; by hand, not in make check).
-# Then the packages alone in a clean trixie root with the headers of
-# trixie-backports' kernel: DKMS must build the module for it.
+# Then the packages of build/deb (make deb, or deb-check) alone in a
+# clean trixie root with the headers of trixie-backports' kernel: DKMS
+# must build the module for it.
 # make check runs the two roots side by side, as two steps.
 fresh-root-check: fresh-root-bookworm-check $(if $(FRESH_ROOT_MAKE),,fresh-root-trixie-check)
 fresh-root-bookworm-check:
-	scripts/fresh-root-check.sh $(if $(FRESH_ROOT_MAKE),--make $(FRESH_ROOT_MAKE),$(BUILD)/deb) $(BUILD)
+	scripts/fresh-root-check.sh $(if $(FRESH_ROOT_MAKE),--make $(FRESH_ROOT_MAKE)) $(BUILD)
 fresh-root-trixie-check:
 	scripts/fresh-root-check.sh --trixie $(BUILD)/deb $(BUILD)
 

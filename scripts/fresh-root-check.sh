@@ -5,16 +5,17 @@
 # The README's set-up, proven where nothing is installed: a clean Debian
 # bookworm root (mmdebstrap, minbase, plus git and make, which the README
 # asks for) in which a clean clone of HEAD runs 'make run' to its verdict,
-# twice (the second run installs nothing); then the project's packages
-# installed there with apt, used (also with the DKMS-built module loaded,
+# twice (the second run installs nothing), then 'make deb'; the packages
+# that made installed there with apt, used (also with the DKMS-built module loaded,
 # in a guest booted from that root), purged, and nothing of them left.
 #
-#   scripts/fresh-root-check.sh DEBDIR WORKDIR
+#   scripts/fresh-root-check.sh WORKDIR
 #   scripts/fresh-root-check.sh --make TARGET WORKDIR
 #   scripts/fresh-root-check.sh --trixie DEBDIR WORKDIR
 #
-# DEBDIR holds the .debs (deb-check.sh made them); WORKDIR gets the root
-# and the logs.  --make: only 'make TARGET' from nothing, timed, and
+# The bookworm root installs the packages its own 'make deb' made, as a
+# new user would; the trixie root those in DEBDIR (deb-check.sh made
+# them).  WORKDIR gets the root and the logs.  --make: only 'make TARGET' from nothing, timed, and
 # nothing after it: 'make check' there is the first run of make check on
 # a fresh machine (40 minutes and more, so not part of make check).
 # --trixie: the packages alone, in a trixie root (trixie-backports in
@@ -55,24 +56,23 @@ set -Eeuo pipefail
 . "$(dirname "$0")/packaging/common.sh"
 
 usage() {
-	echo "usage: $0 DEBDIR WORKDIR | --make TARGET WORKDIR" >&2
+	echo "usage: $0 WORKDIR | --make TARGET WORKDIR | --trixie DEBDIR WORKDIR" >&2
 	exit 2
 }
-target='' suite=bookworm
+target='' suite=bookworm debdir=''
 if [[ ${1:-} == --trixie ]]; then
 	suite=trixie
-	shift
+	[[ $# -eq 3 && -n $2 && -n $3 ]] || usage
+	debdir=$(cd "$2" && pwd)
+	shift 2
 elif [[ ${1:-} == --make ]]; then
 	[[ -n ${2:-} ]] || usage
 	target=$2
 	shift 2
-	[[ $# -eq 1 && -n $1 ]] || usage
-	set -- - "$1"
 fi
-[[ $# -eq 2 && -n $1 && -n $2 ]] || usage
-[[ $target ]] || debdir=$(cd "$1" && pwd)
-mkdir -p "$2"
-work=$(cd "$2" && pwd)/fresh-root$([[ $suite == bookworm ]] || echo "-$suite")
+[[ $# -eq 1 && -n $1 ]] || usage
+mkdir -p "$1"
+work=$(cd "$1" && pwd)/fresh-root$([[ $suite == bookworm ]] || echo "-$suite")
 mkdir -p "$work"
 cache=${FRESH_ROOT_CACHE:-/var/cache/tsc-freq-khz/fresh-root}
 variant=minbase
@@ -100,7 +100,7 @@ cleanup() {
 trap cleanup EXIT
 
 [[ $(id -u) -eq 0 ]] || skip "a chroot needs root"
-if [[ -z $target ]]; then
+if [[ -n $debdir ]]; then
 	out=$debdir
 	for p in "${deb_packages[@]}"; do
 		[[ -f $(deb_file "$p") ]] || fail "no $(deb_file "$p"): make deb first"
@@ -249,7 +249,7 @@ snapshot() {
 packages() {
 	local guest
 	rm -rf "$root/root/debs" && mkdir -p "$root/root/debs"
-	cp "$debdir"/*.deb "$root/root/debs/"
+	cp "$root$clone"/build/deb/*.deb "$root/root/debs/"
 	snapshot > "$work/before"
 	# With the packages in place: the DKMS-built module, loaded by
 	# modprobe in a guest booted from this root, and tsc-report reading it.
