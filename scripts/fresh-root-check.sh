@@ -6,8 +6,9 @@
 # bookworm root (mmdebstrap, minbase, plus git and make, which the README
 # asks for) in which a clean clone of HEAD runs 'make run' to its verdict,
 # twice (the second run installs nothing), then 'make deb'; the packages
-# that made installed there with apt, used (also with the DKMS-built module loaded,
-# in a guest booted from that root), purged, and nothing of them left.
+# that made installed there with apt, used (also with the DKMS-built
+# module loaded, in a guest booted from that root), purged, and nothing
+# of them left.
 #
 #   scripts/fresh-root-check.sh WORKDIR
 #   scripts/fresh-root-check.sh --make TARGET WORKDIR
@@ -15,9 +16,10 @@
 #
 # The bookworm root installs the packages its own 'make deb' made, as a
 # new user would; the trixie root those in DEBDIR (deb-check.sh made
-# them).  WORKDIR gets the root and the logs.  --make: only 'make TARGET' from nothing, timed, and
-# nothing after it: 'make check' there is the first run of make check on
-# a fresh machine (40 minutes and more, so not part of make check).
+# them).  WORKDIR gets the root and the logs.  --make: only 'make TARGET'
+# from nothing, timed, and nothing after it: 'make check' there is the
+# first run of make check on a fresh machine (40 minutes and more, so not
+# part of make check).
 # --trixie: the packages alone, in a trixie root (trixie-backports in
 # its sources) to which its newest kernel's headers were added, as a
 # fleet on trixie-backports' kernel has them: DKMS must build for that
