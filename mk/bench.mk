@@ -45,13 +45,11 @@ bench-smoke: lib
 # offsets_bench and irqoff_windows.sh need the module, clock_accuracy a
 # clock it may slew and step: smoke-run them in a 2-CPU guest, the last
 # held to its bounds (the exact path's too: the module is loaded).
-# Without the clocksource watchdog for the TSC: under TCG it may mark the
-# TSC unstable mid-run (the emulated HPET against the emulated TSC, with
-# the host's scheduling between them), the clocks leave the TSC, and
-# the disciplined clock, rightly, with them: no phase is left to judge.
-# The watchdog is not what the benchmark measures.
+# NOWATCHDOG (mk/vm.mk): were the TSC marked unstable mid-run, the clocks
+# would leave it, and the disciplined clock, rightly, with them: no phase
+# would be left to judge.
 vm-bench-smoke: dkms-check kbuild-check bench-smoke
-	scripts/vm/run-in-vm.sh --kernel $(NEWEST_GENERIC) --smp 2 --append tsc=nowatchdog \
+	scripts/vm/run-in-vm.sh --kernel $(NEWEST_GENERIC) --smp 2 $(NOWATCHDOG) \
 		--log $(BUILD)/vm/bench.log -- sh -c \
 		"bench/irqoff_windows.sh $(call VM_KO,$(NEWEST_GENERIC)) --quick && \
 		 insmod $(call VM_KO,$(NEWEST_GENERIC)) && $(BUILD)/bench/offsets_bench --quick && \
