@@ -83,12 +83,13 @@ struct tscfk_clock_page {
 
 	/* Third line, from version 2. */
 	/*
-	 * Readings more than this many ticks past cycle_last are not to be
-	 * extrapolated: the clocksource's max_cycles, past which the
-	 * kernel's own 64-bit product may overflow, and which its vDSO
-	 * (from 6.12) does not read past either.  A timekeeper that keeps
-	 * time updates the page long before; one that did not (a vCPU
-	 * stopped for minutes, a TSC that jumped) has a stale page.
+	 * The clocksource's max_cycles, a staleness bound: the page's
+	 * arithmetic is exact at any reading, but a timekeeper that keeps
+	 * time updates the page long before a reading gets this far past
+	 * cycle_last, so a reading beyond it (a vCPU stopped for minutes,
+	 * a TSC that jumped) finds a stale page, and is not extrapolated.
+	 * (The kernel's own 64-bit product would overflow there; from
+	 * 6.12 the kernel computes past it.)
 	 */
 	__u64 max_cycles;
 };

@@ -27,6 +27,15 @@
  *    VM_MAYEXEC cleared, so that neither mprotect() nor a forced write
  *    (ptrace, /proc/PID/mem) can add them later.
  *
+ * The page holds the initial time namespace's clocks.  In a namespace
+ * whose offsets are not zero, clock_gettime() adds them to MONOTONIC,
+ * MONOTONIC_RAW and BOOTTIME (the vDSO has a page per namespace for
+ * that; this one page cannot be both): read() adds them to its copy, and
+ * mmap() is refused there, so that no reader gets another namespace's
+ * clocks from us unasked.  A mapping made before a move (setns(), or a
+ * child of unshare(CLONE_NEWTIME) that inherits it) keeps the initial
+ * namespace's.
+ *
  * The page's own seq is the userspace protocol, odd also while the page
  * is not to be used.  The module's readers (read() and the rate file)
  * follow a seqcount of their own, so that nothing a user can do is
@@ -47,6 +56,7 @@
 #include <linux/shmem_fs.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
+#include <linux/time_namespace.h>
 #include <linux/timekeeper_internal.h>
 
 #include "compat.h"
@@ -174,18 +184,43 @@ static int snapshot(struct tscfk_clock_page *snap)
 	}
 }
 
-/* read(): the page as a mapping sees it, for tools without mmap(). */
+/*
+ * What the calling task's time namespace adds to MONOTONIC (and
+ * MONOTONIC_RAW) and to BOOTTIME, in ns: 0 in the initial one, and
+ * without CONFIG_TIME_NS.  Fixed once a task has entered the namespace.
+ */
+static bool timens_offsets(s64 *mono, s64 *boot)
+{
+	struct timespec64 m = {}, b = {};
+
+	timens_add_monotonic(&m);
+	timens_add_boottime(&b);
+	*mono = timespec64_to_ns(&m);
+	*boot = timespec64_to_ns(&b);
+	return *mono || *boot;
+}
+
+/*
+ * read(): the page as a mapping in the reader's time namespace would see
+ * it, for tools without mmap().
+ */
 static ssize_t clock_page_read(struct file *file, struct kobject *kobj,
 			       __tscfk_bin_read_const struct bin_attribute *attr,
 			       char *buf, loff_t off, size_t count)
 {
 	struct tscfk_clock_page snap;
+	s64 mono, boot;
 	size_t n = 0;
 	int err;
 
 	err = snapshot(&snap);
 	if (err)
 		return err;
+	if (timens_offsets(&mono, &boot)) {
+		snap.mono_off += mono;
+		snap.raw.off += mono;
+		snap.boot_off += boot;
+	}
 	/* sysfs has cut count to the file's size, PAGE_SIZE. */
 	if (off < sizeof(snap)) {
 		n = min_t(size_t, count, sizeof(snap) - off);
@@ -199,10 +234,14 @@ static int clock_page_mmap(struct file *file, struct kobject *kobj,
 			   __tscfk_bin_mmap_const struct bin_attribute *attr,
 			   struct vm_area_struct *vma)
 {
+	s64 mono, boot;
+
 	if (vma->vm_pgoff || vma->vm_end - vma->vm_start != PAGE_SIZE)
 		return -EINVAL;
 	if (vma->vm_flags & (VM_WRITE | VM_EXEC))
 		return -EACCES;
+	if (timens_offsets(&mono, &boot))
+		return -EOPNOTSUPP;
 	vm_flags_clear(vma, VM_MAYWRITE | VM_MAYEXEC);
 	/* mremap() cannot grow it past the one page there is. */
 	vm_flags_set(vma, VM_DONTEXPAND);

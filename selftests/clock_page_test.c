@@ -9,12 +9,15 @@
  * the module and then says it is gone, also one that a forked child
  * inherited and never touched, after drop_caches, through libtsc's clock;
  * libtsc's bounded clock counts the unload as a change of path, once;
+ * in a time namespace with offsets mmap() is refused and read() gives
+ * that namespace's clocks, a mapping made before the initial one's;
  * libtsc's sysfs and perf rates lie within their hard bounds of the rate
  * MONOTONIC_RAW counts the TSC at.
  * Loads the module itself, from $TSCFK_KO; starts and ends with it
  * unloaded.
  */
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/timex.h>
@@ -79,25 +82,32 @@ static int page_snapshot(const volatile struct tscfk_clock_page *p, struct tscfk
  * the time in *ns; 0 if the page says the clocks do not read the TSC
  * (*flags says what it says).
  */
+/* Clock c of a copy of the page at TSC reading t. */
+static uint64_t clock_at(const struct tscfk_clock_page *s, int c, uint64_t t)
+{
+	struct tscfk_clock_map m;
+
+	if (c == RAW) {
+		m = s->raw;
+	} else {
+		m = (struct tscfk_clock_map){ s->mult_ns, s->mult, s->frac, 0 };
+		m.off = c == REAL ? s->real_off : c == MONO ? s->mono_off :
+			c == BOOT ? s->boot_off : s->tai_off;
+	}
+	return tscfk_clock_ns(&m, s->cycle_last, t);
+}
+
 static int page_read(const volatile struct tscfk_clock_page *p, int c, uint64_t *ns,
 		     uint16_t *flags)
 {
 	struct tscfk_clock_page s;
-	struct tscfk_clock_map m;
 	uint64_t t;
 	int tsc = page_snapshot(p, &s, &t);
 
 	*flags = s.flags;
 	if (!tsc)
 		return 0;
-	if (c == RAW) {
-		m = s.raw;
-	} else {
-		m = (struct tscfk_clock_map){ s.mult_ns, s.mult, s.frac, 0 };
-		m.off = c == REAL ? s.real_off : c == MONO ? s.mono_off :
-			c == BOOT ? s.boot_off : s.tai_off;
-	}
-	*ns = tscfk_clock_ns(&m, s.cycle_last, t);
+	*ns = clock_at(&s, c, t);
 	return 1;
 }
 
@@ -472,6 +482,105 @@ TEST_F(module, generation_follows_a_clocksource_switch)
 	EXPECT_EQ(0, violations(_metadata, p, MONO, 1000));
 	ASSERT_CLOCK_EVENTS(events, 0, 0, 2);
 	munmap((void *)p, PAGE);
+}
+
+/*
+ * The child of unshare(CLONE_NEWTIME) with MONOTONIC 1000 s and BOOTTIME
+ * 2000 s ahead, the ABI's promises there: 0, or what broke.  A read()
+ * copy, at a TSC reading after it, must lie between clock_gettime()
+ * calls around both, with a millisecond's slack for the copy's age (a
+ * wrong offset is 1000 s off).
+ */
+enum { NS_OK, NS_MAPPED, NS_READ, NS_NO_TSC, NS_CLOCK, NS_INHERITED = NS_CLOCK + NCLOCKS };
+
+static int in_time_namespace(struct __test_metadata *_metadata,
+			     const volatile struct tscfk_clock_page *inherited)
+{
+	int fd = open(PAGE_FILE, O_RDONLY | O_CLOEXEC);
+	struct tscfk_clock_page s;
+	uint64_t ns, now;
+	uint16_t flags;
+	void *p;
+
+	p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	if (p != MAP_FAILED || errno != EOPNOTSUPP) {
+		TH_LOG("mmap: %s", p == MAP_FAILED ? strerror(errno) : "mapped");
+		return NS_MAPPED;
+	}
+	for (int c = 0; c < NCLOCKS; c++) {
+		uint64_t a = gettime(c), t, b;
+
+		if (pread(fd, &s, sizeof(s), 0) != sizeof(s))
+			return NS_READ;
+		if (!(s.flags & TSCFK_CLOCK_TSC))
+			return NS_NO_TSC;
+		t = rdtsc_fenced();
+		b = gettime(c);
+		ns = clock_at(&s, c, t);
+		if (ns + 1000000 < a || ns > b + 1000000) {
+			TH_LOG("%s: read() %llu, clock_gettime %llu..%llu", clock_names[c],
+			       (unsigned long long)ns, (unsigned long long)a,
+			       (unsigned long long)b);
+			return NS_CLOCK + c;
+		}
+	}
+	/* The parent's mapping is the initial namespace's, 1000 s behind. */
+	if (!page_read(inherited, MONO, &ns, &flags))
+		return NS_NO_TSC;
+	now = gettime(MONO);
+	if (now - ns < 999000000000ull || now - ns > 1001000000000ull) {
+		TH_LOG("inherited mapping: MONOTONIC %llu, clock_gettime %llu",
+		       (unsigned long long)ns, (unsigned long long)now);
+		return NS_INHERITED;
+	}
+	return NS_OK;
+}
+
+/*
+ * A time namespace with offsets: the page there would give another
+ * namespace's MONOTONIC, MONOTONIC_RAW and BOOTTIME, so mmap() is
+ * refused and read() adds the offsets; a mapping made before keeps the
+ * initial namespace's clocks.  And /proc/PID/maps names the mapping as
+ * the ABI document says.
+ */
+TEST_F(module, a_time_namespace_with_offsets)
+{
+	const volatile struct tscfk_clock_page *p, *own;
+	char maps[1 << 16];
+	int status;
+	pid_t pid;
+	FILE *f;
+
+	ASSERT_EQ(0, module_load(""));
+	p = map_page(_metadata);
+	ASSERT_NE(NULL, p);
+	ASSERT_LT(0, read_file("/proc/self/maps", maps, sizeof(maps)));
+	EXPECT_NE(NULL, strstr(maps, "/tsc_clock_page (deleted)")) TH_LOG("%s", maps);
+	if (unshare(CLONE_NEWTIME)) {
+		munmap((void *)p, PAGE);
+		SKIP(return, "unshare(CLONE_NEWTIME): %s", strerror(errno));
+	}
+	f = fopen("/proc/self/timens_offsets", "w");
+	ASSERT_NE(NULL, f);
+	fputs("monotonic 1000 0\nboottime 2000 0\n", f);
+	ASSERT_EQ(0, fclose(f));
+	/* The caller stays where it was, and still maps the page. */
+	own = map_page(_metadata);
+	EXPECT_NE(NULL, own);
+	if (own)
+		munmap((void *)own, PAGE);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(in_time_namespace(_metadata, p));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status %#x", status);
+	munmap((void *)p, PAGE);
+	if (WEXITSTATUS(status) == NS_NO_TSC && !clocksource_is_tsc())
+		SKIP(return, "mmap() refused; the clocks do not read the TSC: nothing to compare");
+	EXPECT_EQ(NS_OK, WEXITSTATUS(status))
+		TH_LOG("%d: 1 mmap() not refused with EOPNOTSUPP, 2 read() failed, 4-8 a clock of read() off the namespace's, 9 the inherited mapping not the initial namespace's",
+		       WEXITSTATUS(status));
 }
 
 /* A mapping is of the page, not of the module: after rmmod it reads GONE. */

@@ -409,8 +409,8 @@ struct tsc_sysclock {
 	 * (1.2): past it the page is stale, and the reading is
 	 * clock_gettime()'s (MONOTONIC and BOOTTIME held at the page's
 	 * value at the bound while that is ahead: the kernel's page up to
-	 * 10 ms).  The kernel's page: its clocksource's max_cycles, as the
-	 * vDSO bounds itself; the library's disciplined one: three sync
+	 * 10 ms).  The kernel's page: its clocksource's max_cycles
+	 * (minutes); the library's disciplined one: three sync
 	 * periods, with the helper 1.25 s (a lease its sync a second
 	 * renews), synced by its readers a period, past which the first of
 	 * them syncs (1.3), 0 for a page that holds still after a suspend.

@@ -11,7 +11,9 @@
  * The page holds the clocks of the initial time namespace.  In a time
  * namespace whose offsets are not zero, clock_gettime() adds them (the
  * vDSO has a page of its own for that); the library takes that path then.
- * Which namespace a process is in, it learns by evidence: a page reading
+ * The module refuses mmap() there (EOPNOTSUPP), but a mapping made before
+ * a move is kept, so which namespace a process is in, the library also
+ * learns by evidence: a page reading
  * of MONOTONIC and BOOTTIME must lie between two clock_gettime() calls,
  * at init and again in the child of every fork() (pthread_atfork), since
  * a parent's unshare(CLONE_NEWTIME) moves its children, not itself, and
@@ -99,6 +101,9 @@ static int map_page(const char *root, const volatile struct tsc_timepage **out)
 	p = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ, MAP_SHARED, fd, 0);
 	err = errno;
 	close(fd);
+	if (p == MAP_FAILED && err == EOPNOTSUPP)
+		return tsc__fail(-err, "mmap of %s: refused in a time namespace with offsets: the page holds the initial namespace's clocks",
+				 path);
 	if (p == MAP_FAILED)
 		return tsc__fail(-err, "mmap of %s: %s", path, strerror(err));
 	if (((const volatile struct tsc_timepage *)p)->version < 1) {
