@@ -60,7 +60,8 @@ selftests: linux-source lib
 
 # The shared estimator's test, the test helpers' own (testlib/: ktap.sh's
 # exit statuses, and how harness.h reports what harness_probe's tests do
-# on purpose) and the guest harness's (scripts/vm/), on this machine.
+# on purpose), the guest harness's (scripts/vm/) and make run's report's
+# (scripts/show_test.sh), on this machine.
 HARNESS_PROBE := $(BUILD)/testlib/harness_probe
 $(HARNESS_PROBE): testlib/harness_probe.c testlib/harness.h $(LINUX_SOURCE)/.extracted
 	@mkdir -p $(@D)
@@ -72,5 +73,6 @@ selftests-check: selftests $(HARNESS_PROBE)
 	testlib/harness_test.sh $(HARNESS_PROBE)
 	scripts/vm/run-in-vm_test.sh
 	scripts/vm/guest-init_test.sh
+	scripts/show_test.sh
 
 .PHONY: linux-source kbuild-check selftests selftests-check

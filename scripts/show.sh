@@ -7,10 +7,13 @@
 #   --tsc-report: then what libtsc concludes, from that tsc-report.
 # Exit: 0 if the TSC can be trusted across CPUs, 1 if not, 2 on error
 # (tsc-report failing is an error too).
+# Environment: TSC_SYSFS_ROOT, another root than /sys (as for libtsc).
 
 set -u
-cpu=/sys/devices/system/cpu
+sys=${TSC_SYSFS_ROOT:-/sys}
+cpu=$sys/devices/system/cpu
 tsc=$cpu/tsc
+params=$sys/module/tsc_freq_khz/parameters
 usage="usage: show.sh [--load MODULE.ko] [--tsc-report TOOL]"
 
 ko='' report=''
@@ -21,7 +24,7 @@ while [ $# -gt 0 ]; do
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
-if [ -n "$ko" ] && [ ! -d /sys/module/tsc_freq_khz ]; then
+if [ -n "$ko" ] && [ ! -d "$sys/module/tsc_freq_khz" ]; then
 	insmod "$ko" || { echo "show: cannot load $ko" >&2; exit 2; }
 fi
 if [ ! -d "$tsc" ]; then
@@ -32,18 +35,18 @@ fi
 val() { cat "$1" 2>/dev/null || echo "n/a"; }
 yesno() { [ "$(val "$1")" = 1 ] && echo yes || echo no; }
 
-khz=$(val $cpu/cpu0/tsc_freq_khz)
-ref=$(val $tsc/reference_cpu)
-skew=$(val $tsc/max_skew_ticks)
+khz=$(val "$cpu/cpu0/tsc_freq_khz")
+ref=$(val "$tsc/reference_cpu")
+skew=$(val "$tsc/max_skew_ticks")
 
 echo "TSC frequency         $khz kHz   ($cpu/cpu0/tsc_freq_khz)"
-echo "Kernel clocksource    $(val $cpu/../clocksource/clocksource0/current_clocksource)"
-echo "Marked unstable       $(yesno $tsc/unstable)"
+echo "Kernel clocksource    $(val "$cpu/../clocksource/clocksource0/current_clocksource")"
+echo "Marked unstable       $(yesno "$tsc/unstable")"
 for f in constant_tsc nonstop_tsc tsc_known_freq tsc_reliable tsc_adjust; do
-	printf 'CPU flag %-14s %s\n' "$f" "$(yesno $tsc/$f)"
+	printf 'CPU flag %-14s %s\n' "$f" "$(yesno "$tsc/$f")"
 done
 echo
-echo "Offsets against cpu$ref (results generation $(val $tsc/generation)):"
+echo "Offsets against cpu$ref (results generation $(val "$tsc/generation")):"
 row='  %-6s %-22s %12s  %-22s %7s %6s %-10s %s\n'
 # shellcheck disable=SC2059 # the format is ours
 printf "$row" cpu status "offset/ticks" "certainly within" rounds clean consistent TSC_ADJUST
@@ -59,19 +62,26 @@ for d in "$cpu"/cpu[0-9]*/tsc; do
 done
 echo
 awk -v t="$skew" -v k="$khz" 'BEGIN { printf "Max skew              %s ticks = %.1f ns (upper bound)\n", t, t * 1e6 / k }'
-printf "%-22s%s\n" "Monotonic vs cpu$ref" "$(yesno $tsc/monotonic_vs_reference)"
-echo "Longest IRQ-off       $(val $tsc/max_irqoff_ns) ns (bound $(val /sys/module/tsc_freq_khz/parameters/irqoff_max_us) us)"
-awk -v w="$(val $tsc/last_measured_ns)" \
+printf "%-22s%s\n" "Monotonic vs cpu$ref" "$(yesno "$tsc/monotonic_vs_reference")"
+# A window ends after its probe, however long that took: one slow probe,
+# or time the CPU lost to SMIs, NMIs or the host, takes it past the bound.
+irqoff=$(val "$tsc/max_irqoff_ns") bound=$(val "$params/irqoff_max_us")
+over=''
+if [[ $irqoff =~ ^[0-9]+$ && $bound =~ ^[0-9]+$ ]] && ((irqoff > bound * 1000)); then
+	over=": over it, a probe slowed by emulation or time the CPU lost to SMIs, NMIs or the host"
+fi
+echo "Longest IRQ-off       $irqoff ns (bound $bound us)$over"
+awk -v w="$(val "$tsc/last_measured_ns")" \
 	'BEGIN { printf "Last measured at      %.3f s of CLOCK_MONOTONIC\n", w / 1e9 }'
-echo "Clock disruptions     $(val $tsc/clock_steps) steps, $(val $tsc/clock_resumes) resumes," \
-	"$(val $tsc/clocksource_changes) clocksource changes since the load"
+echo "Clock disruptions     $(val "$tsc/clock_steps") steps, $(val "$tsc/clock_resumes") resumes," \
+	"$(val "$tsc/clocksource_changes") clocksource changes since the load"
 
 # The verdict: can timestamps taken on different CPUs be compared?
 why=()
-[ "$(val $tsc/unstable)" = 1 ] && why+=("the kernel marked the TSC unstable")
-[ "$(val $tsc/constant_tsc)" = 1 ] || why+=("no constant_tsc: the rate may follow the core clock")
-[ "$(val $tsc/nonstop_tsc)" = 1 ] || why+=("no nonstop_tsc: the TSC may stop in deep idle")
-[ "$(val $tsc/monotonic_vs_reference)" = 1 ] || why+=("not every CPU proven never to step back against the reference (see the table)")
+[ "$(val "$tsc/unstable")" = 1 ] && why+=("the kernel marked the TSC unstable")
+[ "$(val "$tsc/constant_tsc")" = 1 ] || why+=("no constant_tsc: the rate may follow the core clock")
+[ "$(val "$tsc/nonstop_tsc")" = 1 ] || why+=("no nonstop_tsc: the TSC may stop in deep idle")
+[ "$(val "$tsc/monotonic_vs_reference")" = 1 ] || why+=("not every CPU proven never to step back against the reference (see the table)")
 echo
 if [ ${#why[@]} -eq 0 ]; then
 	echo "Verdict: TSC trustworthy across CPUs: yes"
