@@ -54,6 +54,7 @@ TSCFK_SUMMARY_ATTR(reference_cpu, "%d", reference_cpu);
 TSCFK_SUMMARY_ATTR(generation, "%llu", generation);
 TSCFK_SUMMARY_ATTR(last_measured_ns, "%llu", measured_ns);
 TSCFK_SUMMARY_ATTR(max_irqoff_ns, "%llu", max_irqoff_ns);
+TSCFK_SUMMARY_ATTR(reference_irqoff_ns, "%llu", reference_irqoff_ns);
 
 static ssize_t max_skew_ticks_show(struct device *dev,
 				   struct device_attribute *attr, char *buf)
@@ -118,6 +119,7 @@ static struct attribute *global_attrs[] = {
 	&dev_attr_generation.attr,
 	&dev_attr_last_measured_ns.attr,
 	&dev_attr_max_irqoff_ns.attr,
+	&dev_attr_reference_irqoff_ns.attr,
 	&dev_attr_max_skew_ticks.attr,
 	&dev_attr_measured_since_ns.attr,
 	&dev_attr_monotonic_vs_reference.attr,

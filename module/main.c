@@ -24,7 +24,7 @@ MODULE_PARM_DESC(rounds, "Probes per CPU and measurement, 8 to 1000000 (default 
 
 unsigned int tscfk_irqoff_max_us = 20;
 module_param_named(irqoff_max_us, tscfk_irqoff_max_us, uint, 0444);
-MODULE_PARM_DESC(irqoff_max_us, "Longest interrupts-off window in microseconds, 1 to 10000 (default 20)");
+MODULE_PARM_DESC(irqoff_max_us, "Longest interrupts-off window in microseconds, 1 to 1000 (default 20)");
 
 unsigned int tscfk_timeout_ms = 1000;
 module_param_named(timeout_ms, tscfk_timeout_ms, uint, 0444);
@@ -55,7 +55,7 @@ static int __init check_params(void)
 	int ref = tscfk_reference_cpu;
 
 	if (check_range("rounds", tscfk_rounds, TSCFK_OFFSET_MIN_ROUNDS, 1000000) ||
-	    check_range("irqoff_max_us", tscfk_irqoff_max_us, 1, 10000) ||
+	    check_range("irqoff_max_us", tscfk_irqoff_max_us, 1, 1000) ||
 	    check_range("timeout_ms", tscfk_timeout_ms, 10, 60000))
 		return -EINVAL;
 	if (ref < -1 || (ref >= 0 && (ref >= nr_cpu_ids || !cpu_online(ref)))) {
@@ -79,7 +79,7 @@ static void __init report(void)
 	bool all = tscfk_summarise(&skew, &s);
 
 	pr_info("tsc_khz=%u, %u CPUs against cpu%d: max skew %llu ticks, %s\n",
-		tsc_khz, num_online_cpus(), s.reference_cpu,
+		READ_ONCE(tsc_khz), num_online_cpus(), s.reference_cpu,
 		tscfk_skew_max(&skew),
 		!all ? "some CPUs unmeasured" :
 		skew.monotonic ? "each monotonic against it" :
@@ -94,7 +94,7 @@ static int __init tscfk_init(void)
 		pr_err("this CPU has no TSC\n");
 		return -ENODEV;
 	}
-	if (!tsc_khz) {
+	if (!READ_ONCE(tsc_khz)) {
 		pr_err("the kernel has no TSC frequency (tsc_khz is 0)\n");
 		return -ENODEV;
 	}

@@ -18,12 +18,12 @@
  * interrupts-off window sees that it runs elsewhere, and a CPU that
  * hotplug touched during the measurement is not published from it.
  * rmmod is refused while a side's thread holds the module (pingpong.c),
- * and once it began, the run under
- * way skips its remaining pairs.  A writer of remeasure, who waits for the
- * whole measurement, waits interruptibly.  Results are published when the
- * measurement ends, but not for the
- * CPUs that went offline or came online meanwhile: the hotplug callbacks
- * published those at once, and queued another run for them.
+ * and once it began, the run under way skips its remaining pairs.  A
+ * writer of remeasure, who waits for the whole measurement, waits
+ * interruptibly.  Results are published when the measurement ends, but
+ * not for the CPUs that went offline or came online meanwhile: the
+ * hotplug callbacks published those at once, and queued another run for
+ * them.
  *
  * CPUs outside the kernel's housekeeping set (isolcpus=, nohz_full=, an
  * isolated cpuset partition from 6.7 on) are left alone unless
@@ -58,7 +58,10 @@
  * so that no reader can ever hold up a hotplug callback, which publishes
  * under the hotplug lock.  Not a seqcount_mutex_t: on PREEMPT_RT its
  * readers take the mutex when they meet a writer.  Instead the writers
- * keep preemption off for the copy, which no reader can lengthen.
+ * keep preemption off for the copy, which no reader can lengthen, and
+ * which holds only the CPUs whose result changed: after a measurement of
+ * all, the online ones and those that went offline, not every possible
+ * CPU.
  */
 static DEFINE_MUTEX(publish_lock);
 static seqcount_t results_seq = SEQCNT_ZERO(results_seq);
@@ -66,6 +69,8 @@ static struct tscfk_summary summary = { .reference_cpu = -1 };
 static struct tscfk_cpu_result *published;	/* nr_cpu_ids of them */
 /* CPUs whose state hotplug published since the measurement began. */
 static struct cpumask hotplugged;
+/* publish()'s own, under publish_lock: the CPUs to write. */
+static struct cpumask changed;
 
 /* What the next run of measure_work is to measure. */
 static DEFINE_SPINLOCK(request_lock);
@@ -109,6 +114,7 @@ struct measurement {
 	bool ref_have_adjust;
 	s64 ref_adjust;
 	u64 max_irqoff_ns;
+	u64 ref_irqoff_ns;
 };
 
 static void measure_requested(struct work_struct *work);
@@ -342,6 +348,7 @@ static void measure_pair(struct measurement *m, unsigned int cpu,
 
 	tscfk_pp_measure(pp, &pair);
 	m->max_irqoff_ns = max(m->max_irqoff_ns, pair.max_irqoff_ns);
+	m->ref_irqoff_ns += pair.ref_irqoff_ns;
 	if (pair.why == TSCFK_WHY_REFERENCE_NOT_STARTED) {
 		m->ref_unresponsive = true;
 		if (!ref_unresponsive_said)
@@ -469,14 +476,19 @@ static bool publish(const struct cpumask *todo, const struct measurement *m)
 		mutex_unlock(&publish_lock);
 		return !request(-1, NULL);
 	}
+	cpumask_clear(&changed);
+	for_each_cpu(cpu, todo)
+		if (!cpumask_test_cpu(cpu, &hotplugged) &&
+		    memcmp(&published[cpu], &cpu_work[cpu].fresh, sizeof(*published)))
+			cpumask_set_cpu(cpu, &changed);
 	now = ktime_get_ns();
 	publish_begin();
-	for_each_cpu(cpu, todo)
-		if (!cpumask_test_cpu(cpu, &hotplugged))
-			published[cpu] = cpu_work[cpu].fresh;
+	for_each_cpu(cpu, &changed)
+		published[cpu] = cpu_work[cpu].fresh;
 	summary.generation++;
 	summary.measured_ns = now;
 	summary.max_irqoff_ns = m->max_irqoff_ns;
+	summary.reference_irqoff_ns = m->ref_irqoff_ns;
 	summary.reference_cpu = m->ref;
 	publish_end();
 	mutex_unlock(&publish_lock);

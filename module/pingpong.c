@@ -102,6 +102,7 @@ struct pp_side {
 	bool have_adjust;		/* these before 'done' */
 	s64 adjust;
 	u64 irqoff_ticks;	/* the longest window */
+	u64 irqoff_total_ticks;	/* all its windows */
 };
 
 struct tscfk_pp {
@@ -193,8 +194,11 @@ static bool window_over(const struct irqoff_window *w, u64 now)
 	return !tsc_before(now, w->end_tsc) || tsc_before(now, w->start_tsc);
 }
 
-/* Close the window, keep its length, and let the rest of the system in. */
-static void window_close(struct irqoff_window *w, u64 *max_ticks)
+/*
+ * Close the window, keep its length, and let the rest of the system in:
+ * the window's length in ticks.
+ */
+static u64 window_close(struct irqoff_window *w, struct pp_side *side)
 {
 	u64 ticks = rdtsc() - w->start_tsc;
 
@@ -205,8 +209,32 @@ static void window_close(struct irqoff_window *w, u64 *max_ticks)
 	 */
 	if ((s64)ticks < 0)
 		ticks = w->end_tsc - w->start_tsc;
-	*max_ticks = max(*max_ticks, ticks);
+	side->irqoff_ticks = max(side->irqoff_ticks, ticks);
+	side->irqoff_total_ticks += ticks;
 	cond_resched();
+	return ticks;
+}
+
+/*
+ * After a window the target did not answer in (its side preempted, or a
+ * real-time task owning its CPU), interrupts stay on for at least a jiffy
+ * and nine times the window's length: else the reference's windows would
+ * follow each other for the whole turn, interrupts off nearly all the
+ * time.  So they are off at most a tenth of the reference CPU's time
+ * while the target does not answer (a fiftieth at the default 20 us and
+ * HZ=1000).  Spun with interrupts on, not slept: a side takes no timer
+ * (see pp_target()), and cond_resched() lets the CPU's other tasks in.
+ */
+static void pp_pause(struct tscfk_pp *pp, u64 window_ticks)
+{
+	unsigned long until = jiffies + 2;	/* a whole jiffy at least */
+	u64 start = rdtsc(), ticks = 9 * window_ticks;
+
+	while (pp_going(pp) &&
+	       (time_before(jiffies, until) || rdtsc() - start < ticks)) {
+		cpu_relax();
+		cond_resched();
+	}
 }
 
 /* Wait for 'c' until jiffies 'end' at the latest. */
@@ -295,13 +323,18 @@ static int pp_reference(void *data)
 	if (READ_ONCE(pp->stop))
 		goto out;
 	while (done < tscfk_rounds && pp_going(pp)) {
+		bool answered = true;
+		u64 ticks;
+
 		if (!window_open(pp, &pp->ref, &w))
 			break;
 		while (done < tscfk_rounds) {
 			u64 t1, t, t2;
 
-			if (!pp_round(pp, ++round, &w, &t1, &t, &t2))
+			if (!pp_round(pp, ++round, &w, &t1, &t, &t2)) {
+				answered = false;
 				break;
+			}
 			tscfk_offset_add(&pp->est, t1, t, t2);
 			/* Each probe the estimator took: clean <= rounds. */
 			if (pp->est.rounds > trips)
@@ -310,7 +343,9 @@ static int pp_reference(void *data)
 			if (window_over(&w, t2))
 				break;
 		}
-		window_close(&w, &pp->ref.irqoff_ticks);
+		ticks = window_close(&w, &pp->ref);
+		if (!answered)
+			pp_pause(pp, ticks);
 	}
 	pp->nr_trips = trips;
 	/* The target needs nothing else from us: no ordering to add. */
@@ -390,7 +425,7 @@ static int pp_target(void *data)
 			cpu_relax();
 			ping = READ_ONCE(pp->line.ping);
 		} while (ping != PP_STOP && !window_over(&w, rdtsc()));
-		window_close(&w, &pp->target.irqoff_ticks);
+		window_close(&w, &pp->target);
 	}
 out:
 	pp_side_end(pp, &pp->target);
@@ -560,7 +595,7 @@ static unsigned int count_clean(const u32 *trips, unsigned int n)
  */
 void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 {
-	u64 khz = tsc_khz, ticks;
+	u64 khz = READ_ONCE(tsc_khz), ticks;
 
 	*pair = (struct tscfk_pair){ .why = TSCFK_WHY_NONE };
 	if (!completion_done(&pp->target.started)) {
@@ -571,13 +606,14 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 		pair->why = TSCFK_WHY_WRONG_CPU;
 		return;
 	}
-	/* The target's side holds the module: ENODEV only for rmmod -f. */
-	if (pp_side_start(pp, &pp->ref, pp_reference)) {
+	/* First: without it, no reference side is started only to be stopped. */
+	pp->trips = kvmalloc_array(tscfk_rounds, sizeof(*pp->trips), GFP_KERNEL);
+	if (!pp->trips) {
 		pair->why = TSCFK_WHY_NO_MEMORY;
 		return;
 	}
-	pp->trips = kvmalloc_array(tscfk_rounds, sizeof(*pp->trips), GFP_KERNEL);
-	if (!pp->trips) {
+	/* The target's side holds the module: ENODEV only for rmmod -f. */
+	if (pp_side_start(pp, &pp->ref, pp_reference)) {
 		pair->why = TSCFK_WHY_NO_MEMORY;
 		return;
 	}
@@ -598,8 +634,11 @@ void tscfk_pp_measure(struct tscfk_pp *pp, struct tscfk_pair *pair)
 	ticks = 0;
 	if (completion_done(&pp->target.done))
 		ticks = pp->target.irqoff_ticks;
-	if (completion_done(&pp->ref.done))
+	if (completion_done(&pp->ref.done)) {
 		ticks = max(ticks, pp->ref.irqoff_ticks);
+		pair->ref_irqoff_ns = mul_u64_u32_div(pp->ref.irqoff_total_ticks,
+						      NSEC_PER_MSEC, khz);
+	}
 	pair->max_irqoff_ns = mul_u64_u32_div(ticks, NSEC_PER_MSEC, khz);
 	if (pair->why != TSCFK_WHY_NONE)
 		return;

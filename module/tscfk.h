@@ -55,6 +55,7 @@ struct tscfk_summary {
 	u64 generation;		/* changes to the published results */
 	u64 measured_ns;	/* CLOCK_MONOTONIC when the last one ended */
 	u64 max_irqoff_ns;	/* longest interrupts-off window in it */
+	u64 reference_irqoff_ns;	/* the reference CPU's windows, all */
 	int reference_cpu;	/* -1 before the first measurement */
 };
 
@@ -81,6 +82,7 @@ struct tscfk_pair {
 	bool have_adjust;
 	s64 adjust;			/* the target's IA32_TSC_ADJUST */
 	u64 max_irqoff_ns;
+	u64 ref_irqoff_ns;		/* the reference's windows, all */
 };
 
 /*

@@ -159,7 +159,7 @@ held_by_its_threads() {
 	return 1
 }
 
-ktap_plan 26
+ktap_plan 27
 # This shell and all it starts stay on cpu0: a task of ours caught on a
 # CPU the spinner takes would wait there for good.
 taskset -p -c 0 $$ > /dev/null
@@ -303,6 +303,7 @@ threads_gone() {
 	return 1
 }
 part2_names=("the measurement ends within the bound" "cpu2 reads stalled, cpu1 measured"
+	"the reference CPU had interrupts off a tenth of the measurement at most"
 	"the kernel log says so once"
 	"rmmod succeeds within the bound while the spinner owns cpu2"
 	"the spinner still spins on cpu2"
@@ -385,6 +386,15 @@ part2() {
 	ktap_check "cpu2 reads stalled, cpu1 measured" \
 		test "$(cat $cpu/cpu2/tsc/unmeasured_reason 2>&1) $(cat $cpu/cpu1/tsc/status)" = \
 		"stalled measured"
+	# The reference's side waited the whole stalled turn for answers that
+	# did not come: after each unanswered window, interrupts on for nine
+	# times its length and a jiffy (module/pingpong.c, pp_pause()).  The
+	# answered pair, cpu1's, adds its 1000 rounds' windows.
+	irqoff=$(cat $cpu/tsc/reference_irqoff_ns)
+	span=$(($(cat $cpu/tsc/last_measured_ns) - $(cat $cpu/tsc/measured_since_ns)))
+	echo "# the reference CPU's interrupts-off time: $irqoff ns of the measurement's $span ns ($((irqoff * 1000 / (span > 0 ? span : 1))) per mille)"
+	ktap_check "the reference CPU had interrupts off a tenth of the measurement at most" \
+		test "$span" -gt 0 -a $((irqoff * 10)) -le "$span"
 	ktap_check "the kernel log says so once" \
 		test "$(dmesg | sed -n "/$mark/,\$p" | grep -c 'cpu2: left unmeasured: stalled')" = 1
 

@@ -17,7 +17,7 @@ static const char * const global_ro[] = {
 	"unstable", "constant_tsc", "nonstop_tsc", "tsc_known_freq",
 	"tsc_reliable", "tsc_adjust", "reference_cpu", "generation",
 	"last_measured_ns", "max_irqoff_ns", "max_skew_ticks", "measured_since_ns",
-	"monotonic_vs_reference",
+	"monotonic_vs_reference", "reference_irqoff_ns",
 	"timekeeper_freq_millihz", "clock_page", "clock_steps", "clock_resumes",
 	"clocksource_changes",
 };
@@ -364,6 +364,7 @@ TEST(measurement_summary)
 	uint64_t since = READ_U64(TSC_DIR "/measured_since_ns");
 	uint64_t irqoff = READ_U64(TSC_DIR "/max_irqoff_ns");
 	uint64_t bound_us = READ_U64(MODULE_DIR "/parameters/irqoff_max_us");
+	uint64_t ref_irqoff = READ_U64(TSC_DIR "/reference_irqoff_ns");
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
 
 	EXPECT_LE(1u, gen);
@@ -375,12 +376,18 @@ TEST(measurement_summary)
 	TH_LOG("generation %" PRIu64 ", longest IRQ-off window %" PRIu64
 	       " ns (bound %" PRIu64 " us), %ld CPUs online", gen, irqoff,
 	       bound_us, online);
+	TH_LOG("the reference CPU's windows: %" PRIu64 " ns of the measurement's %" PRIu64,
+	       ref_irqoff, when - since);
 	if (online == 1) {
 		EXPECT_EQ(0u, irqoff);	/* nothing to measure against */
+		EXPECT_EQ(0u, ref_irqoff);
 	} else {
 		uint64_t ns[3], best;
 
 		EXPECT_LT(0u, irqoff);
+		/* Some windows, and no more than the measurement lasted. */
+		EXPECT_LT(0u, ref_irqoff);
+		EXPECT_GE(when - since, ref_irqoff);
 		best = irqoff_best_of_three(ns);
 		ASSERT_LT(0u, best);
 		TH_LOG("longest window per measurement %" PRIu64 ", %" PRIu64 ", %" PRIu64
