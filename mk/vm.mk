@@ -92,7 +92,7 @@ define vm_selftests
 		TSCFK_OVERCOMMITTED="$(2) vCPUs on $(HOST_CPUS) host CPUs") \
 	TSCFK_FAKE_KO=$(call FAKE_KO,$(1)) TSCFK_CHRONYD=$(CHRONYD) TSCFK_CYCLES=$(call vm_cycles,$(1)) \
 	TSCFK_ONLY="$(call vm_only,$(1),$(2))" TSCFK_SKIP="$(5)" TSCFK_SKIP_WHY=$(6) \
-	$(if $(call clocks_on_tsc,$(1),$(2)),TSCFK_CLOCKS_ON_TSC=1) \
+	TSCFK_CLOCKS_ON_TSC=$(if $(call clocks_on_tsc,$(1),$(2)),1,0) \
 	scripts/vm/run-in-vm.sh --kernel $(1) --smp $(2) $(NOWATCHDOG) \
 		--log $(BUILD)/vm/$(4).log --env TSCFK_CYCLES --env TSCFK_OVERCOMMITTED \
 		--env TSCFK_FAKE_KO --env TSCFK_CHRONYD --env TSCFK_ONLY --env TSCFK_SKIP \

@@ -60,8 +60,8 @@
  * readers take the mutex when they meet a writer.  Instead the writers
  * keep preemption off for the copy, which no reader can lengthen, and
  * which holds only the CPUs whose result changed: after a measurement of
- * all, the online ones and those that went offline, not every possible
- * CPU.
+ * all, those with a result and those whose reason changed, not every
+ * possible CPU.  (Struct padding can only make a result look changed.)
  */
 static DEFINE_MUTEX(publish_lock);
 static seqcount_t results_seq = SEQCNT_ZERO(results_seq);
@@ -415,9 +415,12 @@ static void judge_cpu(struct measurement *m, unsigned int cpu,
 	struct tscfk_cpu_result *r = &cpu_work[cpu].fresh;
 	bool turn = false;
 
-	*r = (struct tscfk_cpu_result){
-		.status = TSCFK_UNMEASURED, .started_ns = m->started_ns,
-	};
+	/*
+	 * started_ns only where there is a result (tscfk_measured_since()
+	 * reads no other): an unmeasured CPU's is the same from one run to
+	 * the next, and publish() need not copy it again.
+	 */
+	*r = (struct tscfk_cpu_result){ .status = TSCFK_UNMEASURED };
 	cpus_read_lock();
 	if ((int)cpu == m->ref) {
 		r->status = TSCFK_REFERENCE;
@@ -452,6 +455,8 @@ static void judge_cpu(struct measurement *m, unsigned int cpu,
 			r->why = TSCFK_WHY_PENDING;
 		}
 	}
+	if (r->status != TSCFK_UNMEASURED)
+		r->started_ns = m->started_ns;
 	log_why(cpu, r->why);
 }
 

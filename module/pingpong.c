@@ -216,14 +216,17 @@ static u64 window_close(struct irqoff_window *w, struct pp_side *side)
 }
 
 /*
- * After a window the target did not answer in (its side preempted, or a
- * real-time task owning its CPU), interrupts stay on for at least a jiffy
- * and nine times the window's length: else the reference's windows would
- * follow each other for the whole turn, interrupts off nearly all the
- * time.  So they are off at most a tenth of the reference CPU's time
- * while the target does not answer (a fiftieth at the default 20 us and
- * HZ=1000).  Spun with interrupts on, not slept: a side takes no timer
- * (see pp_target()), and cond_resched() lets the CPU's other tasks in.
+ * After a window the target did not answer in, when it has answered
+ * nothing for over a jiffy (its side preempted, or a real-time task
+ * owning its CPU), interrupts stay on for at least a jiffy and nine times
+ * the window's length, whichever is longer: else the reference's windows
+ * would follow each other for the whole turn, interrupts off nearly all
+ * the time.  So past that first jiffy or two they are off at most a tenth
+ * of the reference CPU's time while the target does not answer (a
+ * fiftieth at the default 20 us and HZ=1000).  Spun with interrupts on,
+ * not slept: a side takes no timer (see pp_target()); cond_resched()
+ * gives the CPU's other tasks their share, little beside a thread at
+ * nice -20.
  */
 static void pp_pause(struct tscfk_pp *pp, u64 window_ticks)
 {
@@ -314,7 +317,8 @@ static int pp_reference(void *data)
 	struct tscfk_pp *pp = data;
 	struct irqoff_window w;
 	unsigned int done = 0, trips = 0;
-	u32 round = 0;
+	u32 round = 0, pong = 0, answer;
+	unsigned long pong_at;
 
 	if (!pp_side_begin(pp, &pp->ref))
 		goto out;
@@ -322,6 +326,7 @@ static int pp_reference(void *data)
 	wait_for_completion_state(&pp->go, TASK_IDLE);
 	if (READ_ONCE(pp->stop))
 		goto out;
+	pong_at = jiffies;
 	while (done < tscfk_rounds && pp_going(pp)) {
 		bool answered = true;
 		u64 ticks;
@@ -344,7 +349,17 @@ static int pp_reference(void *data)
 				break;
 		}
 		ticks = window_close(&w, &pp->ref);
-		if (!answered)
+		/*
+		 * A target slower than a window (under emulation, or with
+		 * windows of a microsecond) still answers, late: only one that
+		 * answered nothing for over a jiffy makes the reference pause.
+		 */
+		answer = READ_ONCE(pp->line.pong);
+		if (answer != pong) {
+			pong = answer;
+			pong_at = jiffies;
+		}
+		if (!answered && time_after(jiffies, pong_at + 1))
 			pp_pause(pp, ticks);
 	}
 	pp->nr_trips = trips;

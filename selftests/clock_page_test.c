@@ -77,11 +77,6 @@ static int page_snapshot(const volatile struct tscfk_clock_page *p, struct tscfk
 	}
 }
 
-/*
- * Clock c at a TSC reading taken inside the page's sequence count: 1 and
- * the time in *ns; 0 if the page says the clocks do not read the TSC
- * (*flags says what it says).
- */
 /* Clock c of a copy of the page at TSC reading t. */
 static uint64_t clock_at(const struct tscfk_clock_page *s, int c, uint64_t t)
 {
@@ -97,6 +92,11 @@ static uint64_t clock_at(const struct tscfk_clock_page *s, int c, uint64_t t)
 	return tscfk_clock_ns(&m, s->cycle_last, t);
 }
 
+/*
+ * Clock c at a TSC reading taken inside the page's sequence count: 1 and
+ * the time in *ns; 0 if the page says the clocks do not read the TSC
+ * (*flags says what it says).
+ */
 static int page_read(const volatile struct tscfk_clock_page *p, int c, uint64_t *ns,
 		     uint16_t *flags)
 {

@@ -387,9 +387,11 @@ part2() {
 		test "$(cat $cpu/cpu2/tsc/unmeasured_reason 2>&1) $(cat $cpu/cpu1/tsc/status)" = \
 		"stalled measured"
 	# The reference's side waited the whole stalled turn for answers that
-	# did not come: after each unanswered window, interrupts on for nine
-	# times its length and a jiffy (module/pingpong.c, pp_pause()).  The
-	# answered pair, cpu1's, adds its 1000 rounds' windows.
+	# did not come: after each unanswered window, once nothing came for
+	# a jiffy, interrupts on for a jiffy or nine times its length,
+	# whichever is longer (module/pingpong.c, pp_pause()).  The answered
+	# pair, cpu1's, adds its 1000 rounds' windows (200 ms of them seen
+	# with 4 vCPUs on 2 host CPUs).
 	irqoff=$(cat $cpu/tsc/reference_irqoff_ns)
 	span=$(($(cat $cpu/tsc/last_measured_ns) - $(cat $cpu/tsc/measured_since_ns)))
 	echo "# the reference CPU's interrupts-off time: $irqoff ns of the measurement's $span ns ($((irqoff * 1000 / (span > 0 ? span : 1))) per mille)"
