@@ -19,9 +19,11 @@ style: linux-source
 		selftests/*.sh selftests/fleet/*.sh userspace/tests/*.sh testlib/*.sh
 
 # Every relative link in README.md and Documentation/ resolves, every make
-# target they name exists, and make help lists every target.
+# target they name exists, and make help lists every target; the
+# modprobe.d example describes the parameters as modinfo does.
 doc-links:
 	scripts/check-doc-links.py
+	scripts/check-param-docs.py
 
 # Every C example of the README, compiled and run as it is written there.
 doc-examples: lib
