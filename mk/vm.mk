@@ -40,13 +40,13 @@ STALL_TESTS := timekeeper_stall_test dmesg_clean
 # Without the clocksource watchdog for the TSC: under TCG it compares two
 # emulated clocks with the host's scheduling between them.  7.3 marks the
 # TSC unstable ("frequency skew") about 7 s into most boots on an AMD
-# Zen 5 host: every test of the page's exactness then skips, and the
-# static keys' live patching that follows risks the emulator's int3 race
-# (see run-in-vm.sh; it killed the 8-vCPU scaling guest).  Under the
-# timekeeper stall test's readers it also took the notifier's p99 to
-# milliseconds (13-22 us without it).  The clocks off the TSC are the
-# 6.1 guests' (its boot-time check marks the TSC unstable with 2 CPUs
-# under TCG) and the notsc guest's.
+# Zen 5 host: every test of the page's exactness then skips, and the static
+# keys' live patching that follows risks the emulator's int3 race (see
+# run-in-vm.sh), which kills the guest.  Under the timekeeper stall test's
+# readers it also takes the notifier's p99 to milliseconds (13-22 us
+# without it).  The clocks off the TSC are the 6.1 guests' (its boot-time
+# check marks the TSC unstable with 2 CPUs under TCG) and the notsc
+# guest's.
 NOWATCHDOG := --append tsc=nowatchdog
 
 VM_RUNS := $(foreach k,$(FULL_KERNELS),vm-$(k)-smp2) $(if $(OLDEST_GENERIC),vm-$(OLDEST_GENERIC)-smp1 \
@@ -148,7 +148,7 @@ vm-vmclock: selftests kbuild-check
 # Load time against the CPU count, 1 to 8 (CPU hotplug in one 8-CPU guest).
 # On a host with fewer CPUs the guest is overcommitted, and the test only
 # logs the figures: they are the host's scheduling then.  NOWATCHDOG:
-# with 8 vCPUs the TSC was marked unstable in every boot.
+# with 8 vCPUs the watchdog marks the TSC unstable in every boot.
 SCALING_CPUS ?= 8
 vm-scaling: selftests kbuild-check
 	$(if $(filter-out 0,$(shell echo $$(( $(SCALING_CPUS) > $(HOST_CPUS) )))), \

@@ -13,13 +13,13 @@
  * vDSO has a page of its own for that); the library takes that path then.
  * The module refuses mmap() there (EOPNOTSUPP), but a mapping made before
  * a move is kept, so which namespace a process is in, the library also
- * learns by evidence: a page reading
- * of MONOTONIC and BOOTTIME must lie between two clock_gettime() calls,
- * at init and again in the child of every fork() (pthread_atfork), since
- * a parent's unshare(CLONE_NEWTIME) moves its children, not itself, and
- * /proc/self/timens_offsets shows the children's namespace.  A child
- * whose clocks the page does not tell has the page replaced, at the same
- * address, by one that sends every reader to clock_gettime().
+ * learns by evidence: a page reading of MONOTONIC and BOOTTIME must lie
+ * between two clock_gettime() calls, at init and again in the child of
+ * every fork() (pthread_atfork), since a parent's unshare(CLONE_NEWTIME)
+ * moves its children, not itself, and /proc/self/timens_offsets shows the
+ * children's namespace.  A child whose clocks the page does not tell has
+ * the page replaced, at the same address, by one that sends every reader
+ * to clock_gettime().
  */
 #include <errno.h>
 #include <fcntl.h>
