@@ -45,11 +45,8 @@ bench-smoke: lib
 # offsets_bench and irqoff_windows.sh need the module, clock_accuracy a
 # clock it may slew and step: smoke-run them in a 2-CPU guest, the last
 # held to its bounds (the exact path's too: the module is loaded).
-# NOWATCHDOG (mk/vm.mk): were the TSC marked unstable mid-run, the clocks
-# would leave it, and the disciplined clock, rightly, with them: no phase
-# would be left to judge.
 vm-bench-smoke: dkms-check kbuild-check bench-smoke
-	scripts/vm/run-in-vm.sh --kernel $(NEWEST_GENERIC) --smp 2 $(NOWATCHDOG) \
+	scripts/vm/run-in-vm.sh --kernel $(NEWEST_GENERIC) --smp 2 \
 		--log $(BUILD)/vm/bench.log -- sh -c \
 		"bench/irqoff_windows.sh $(call VM_KO,$(NEWEST_GENERIC)) --quick && \
 		 insmod $(call VM_KO,$(NEWEST_GENERIC)) && $(BUILD)/bench/offsets_bench --quick && \

@@ -37,17 +37,6 @@ OVERCOMMIT_TESTS := sysfs_test trigger_test hotplug_test libtsc_test dmesg_clean
 # (once at boot, and once during ftrace's text patching: 500 s of soft
 # lockup in smp_call_function_many_cond()); 6.12 and 7.3 never did.
 STALL_TESTS := timekeeper_stall_test dmesg_clean
-# Without the clocksource watchdog for the TSC: under TCG it compares two
-# emulated clocks with the host's scheduling between them.  7.3 marks the
-# TSC unstable ("frequency skew") about 7 s into most boots on an AMD
-# Zen 5 host: every test of the page's exactness then skips, and the static
-# keys' live patching that follows risks the emulator's int3 race (see
-# run-in-vm.sh), which kills the guest.  Under the timekeeper stall test's
-# readers it also takes the notifier's p99 to milliseconds (13-22 us
-# without it).  The clocks off the TSC are the 6.1 guests' (its boot-time
-# check marks the TSC unstable with 2 CPUs under TCG) and the notsc
-# guest's.
-NOWATCHDOG := --append tsc=nowatchdog
 
 VM_RUNS := $(foreach k,$(FULL_KERNELS),vm-$(k)-smp2) $(if $(OLDEST_GENERIC),vm-$(OLDEST_GENERIC)-smp1 \
 	vm-$(OLDEST_GENERIC)-smp4) $(if $(NEWEST_GENERIC),vm-$(NEWEST_GENERIC)-smp4)
@@ -93,7 +82,7 @@ define vm_selftests
 	TSCFK_FAKE_KO=$(call FAKE_KO,$(1)) TSCFK_CHRONYD=$(CHRONYD) TSCFK_CYCLES=$(call vm_cycles,$(1)) \
 	TSCFK_ONLY="$(call vm_only,$(1),$(2))" TSCFK_SKIP="$(5)" TSCFK_SKIP_WHY=$(6) \
 	TSCFK_CLOCKS_ON_TSC=$(if $(call clocks_on_tsc,$(1),$(2)),1,0) \
-	scripts/vm/run-in-vm.sh --kernel $(1) --smp $(2) $(NOWATCHDOG) \
+	scripts/vm/run-in-vm.sh --kernel $(1) --smp $(2) \
 		--log $(BUILD)/vm/$(4).log --env TSCFK_CYCLES --env TSCFK_OVERCOMMITTED \
 		--env TSCFK_FAKE_KO --env TSCFK_CHRONYD --env TSCFK_ONLY --env TSCFK_SKIP \
 		--env TSCFK_SKIP_WHY --env TSCFK_CLOCKS_ON_TSC -- \
@@ -147,15 +136,14 @@ vm-vmclock: selftests kbuild-check
 
 # Load time against the CPU count, 1 to 8 (CPU hotplug in one 8-CPU guest).
 # On a host with fewer CPUs the guest is overcommitted, and the test only
-# logs the figures: they are the host's scheduling then.  NOWATCHDOG:
-# with 8 vCPUs the watchdog marks the TSC unstable in every boot.
+# logs the figures: they are the host's scheduling then.
 SCALING_CPUS ?= 8
 vm-scaling: selftests kbuild-check
 	$(if $(filter-out 0,$(shell echo $$(( $(SCALING_CPUS) > $(HOST_CPUS) )))), \
 		TSCFK_OVERCOMMITTED="$(SCALING_CPUS) vCPUs on $(HOST_CPUS) host CPUs") \
 	TSCFK_KO=$(call KBUILD_KO,$(NEWEST_GENERIC)) \
 	scripts/vm/run-in-vm.sh --kernel $(NEWEST_GENERIC) --smp $(SCALING_CPUS) \
-		$(NOWATCHDOG) --log $(BUILD)/vm/scaling.log --env TSCFK_KO --env TSCFK_OVERCOMMITTED -- \
+		--log $(BUILD)/vm/scaling.log --env TSCFK_KO --env TSCFK_OVERCOMMITTED -- \
 		$(BUILD)/selftests/scaling_test
 	@! grep -a '^not ok' $(BUILD)/vm/scaling.log
 

@@ -39,7 +39,14 @@ TROUBLE = re.compile(r"\[ *[0-9]+\.[0-9]+\].*(Kernel panic|BUG:|Oops|WARNING:|so
                      r"hard LOCKUP|rcu.*(stall|Stall)|blocked for more than)")
 
 
+GUESTS = []  # the QEMU processes of this run, for what their programs said
+
+
 def die(msg, code=125):
+    """Fail with what the guest's program printed (its kernel's lines are in the log)."""
+    said = [ln for g in GUESTS for ln in g.lines if not ln.startswith("[")]
+    for ln in said[-40:]:
+        print(f"migrate_test: guest: {ln}", file=sys.stderr)
     print(f"migrate_test: {msg}", file=sys.stderr)
     sys.exit(code)
 
@@ -223,10 +230,11 @@ def main():
             "-nographic", "-no-reboot", "-nic", "none",
             "-device", "isa-debug-exit,iobase=0x501,iosize=0x01", "-device", "vmclock",
             "-kernel", f"/boot/vmlinuz-{a.kernel}", "-initrd", initrd,
-            "-append", "console=ttyS0 panic=-1 oops=panic printk.time=1 "
+            # run-in-vm.sh's command line, and why it has tsc=nowatchdog.
+            "-append", "console=ttyS0 panic=-1 oops=panic printk.time=1 tsc=nowatchdog "
                        f"vmrun.local=/{os.path.basename(a.program)}"]
     deadline = time.monotonic() + a.timeout
-    guests = []
+    guests = GUESTS
     try:
         initramfs(initrd, a.kernel, root, a.program, a.module, a.kmod)
         with open(log_path, "w") as log:
