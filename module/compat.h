@@ -109,6 +109,14 @@ static inline void vm_flags_set(struct vm_area_struct *vma,
 #define rdmsrq_safe_on_cpu(cpu, msr, p) rdmsrl_safe_on_cpu(cpu, msr, p)
 #endif
 
+/*
+ * system_unbound_wq was renamed system_dfl_wq in 6.17; 7.3 warns on the
+ * old name ("enqueued on deprecated workqueue"), and it is going away.
+ */
+#ifndef TSCFK_HAVE_SYSTEM_DFL_WQ
+#define system_dfl_wq system_unbound_wq
+#endif
+
 /* shmem's file setup took its flags as VM_* bits until vma_flags_t. */
 #ifdef TSCFK_HAVE_SHMEM_VMA_FLAGS
 #define TSCFK_SHMEM_NORESERVE mk_vma_flags(VMA_NORESERVE_BIT)

@@ -627,7 +627,7 @@ static bool request(int cpu, unsigned long *run)
 	if (run)
 		*run = runs_taken + 1;
 	spin_unlock(&request_lock);
-	queue_work(system_unbound_wq, &measure_work);
+	queue_work(system_dfl_wq, &measure_work);
 	return true;
 }
 
