@@ -179,7 +179,7 @@ check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START
 # distort what they measure.
 CHECK_LANES := a b c
 CHECK_LANE.a := fresh-root-bookworm-check
-CHECK_LANE.b := selftests style doc-links kbuild-check install-check lib-build lib-abi doc-examples
+CHECK_LANE.b := selftests style doc-links kbuild-check compat-table install-check lib-build lib-abi doc-examples
 CHECK_LANE.c := chronyd deb-check dkms-check fresh-root-trixie-check lib-lint
 check_chain = $(if $(word 2,$(1)),$(eval check-step-$(word 2,$(1)): check-step-$(word 1,$(1)))$(call \
 	check_chain,$(wordlist 2,$(words $(1)),$(1))))

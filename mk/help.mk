@@ -8,7 +8,7 @@
 help_main := run check
 help_build := show all module lib install install-module install-module-kernel install-lib \
 	deb clean selftests chronyd linux-source deps-run deps-check deps-deb
-help_check := check-quick check-all check-lanes check-host style doc-links doc-examples kbuild-check selftests-check \
+help_check := check-quick check-all check-lanes check-host style doc-links doc-examples kbuild-check compat-table selftests-check \
 	install-check dkms-check deb-check fresh-root-check fresh-root-bookworm-check fresh-root-trixie-check \
 	lib-build lib-check lib-unit lib-lint lib-abi \
 	lib-coverage fuzz debug-kernels-start debug-kernels-wait help
@@ -42,7 +42,8 @@ HELP.style := checkpatch.pl --strict on the module, shellcheck on the scripts
 HELP.doc-links := every relative link of the Markdown resolves, every make target named exists, the modprobe.d example matches modinfo
 HELP.doc-examples := every C example of the README, compiled and run as written
 HELP.kbuild-check := W=1 and sparse builds for every kernel, here and in the kernel roots
-HELP.selftests-check := the estimator's test, the test helpers' (testlib/: ktap.sh, harness.h) and the guest harness's
+HELP.compat-table := which API each kernel's compat probes found, one table (after kbuild-check)
+HELP.selftests-check := the estimator's test, the test helpers' (testlib/: ktap.sh, harness.h), the guest harness's and the compat probes'
 HELP.install-check := make install staged for each kernel; libtsc through pkg-config
 HELP.dkms-check := DKMS builds the module for this machine's generic kernels, skips the excluded
 HELP.deb-check := the packages built, linted, inspected, their module built by DKMS (installed in the fresh roots)

@@ -22,8 +22,10 @@ linux-source: $(LINUX_SOURCE)/.extracted
 # root (scripts/kernel-roots.sh) inside that root, with its suite's
 # compiler and sparse.  Any warning fails: a compiler's, sparse's or
 # objtool's diagnostic (FILE...: warning: or error:), not make's own
-# messages (make[2]: warning: ...).  The compat probes' answers are
-# printed beside: which branch of module/compat.h each kernel took.  The
+# messages (make[2]: warning: ...).  Each build's compat-probes.h must
+# depend on the kernel's headers (fixdep's list), lest an update of the
+# headers in place keep a stale answer; compat-table prints the answers
+# (which branch of module/compat.h each kernel took).  The
 # test module of selftests/kmod is built the same way, next to it: each
 # in a directory of its own, which its rule empties (and no other), so
 # that neither rebuild nor make -j takes the other's output away.
@@ -36,6 +38,10 @@ kbuild_recursive = $(if $(findstring n,$(firstword -$(MAKEFLAGS))),,+)
 KBUILD_KO = $(BUILD)/kbuild/$(1)/tsc_freq_khz/tsc_freq_khz.ko
 FAKE_KO = $(BUILD)/kbuild/$(1)/kmod/tscfk_fake_kernel_file.ko
 kbuild-check: $(foreach k,$(BUILD_KERNELS),$(call KBUILD_KO,$(k)) $(call FAKE_KO,$(k)))
+# Which API each kernel's probes found, in one table (module/compat.h).
+COMPAT_PROBES_H = $(BUILD)/kbuild/$(1)/tsc_freq_khz/module/compat-probes.h
+compat-table: kbuild-check
+	@scripts/compat-table.sh $(foreach k,$(BUILD_KERNELS),$(call COMPAT_PROBES_H,$(k)))
 in_kernel_root = $(if $(call kernel_root,$(1)),scripts/kernel-roots.sh run $(call kernel_root,$(1)) $(2) --)
 define kbuild_w1_sparse
 	$(kbuild_recursive)$(call in_kernel_root,$(1),$(@D)) make -C /lib/modules/$(1)/build M=$(@D) W=1 C=2 modules \
@@ -47,7 +53,8 @@ endef
 $(BUILD)/kbuild/%/tsc_freq_khz/tsc_freq_khz.ko: $(SOURCES)
 	rm -rf $(@D) && mkdir -p $(@D) && cp -a Kbuild module common $(@D)/
 	$(call kbuild_w1_sparse,$*)
-	@echo "  $*: compat: $$(sed -n 's/^#define TSCFK_HAVE_\([A-Z_]*\) 1$$/\1/p' $(@D)/module/compat-probes.h | tr '\n' ' ')"
+	@grep -q '/include/linux/shmem_fs.h' $(@D)/module/.compat-probes.h.cmd || \
+		{ echo "$*: fixdep gave compat-probes.h none of the headers the probes read"; rm -f $@; exit 1; }
 $(BUILD)/kbuild/%/kmod/tscfk_fake_kernel_file.ko: selftests/kmod/Kbuild selftests/kmod/fake_kernel_file.c
 	rm -rf $(@D) && mkdir -p $(@D) && cp -a selftests/kmod/* $(@D)/
 	$(call kbuild_w1_sparse,$*)
@@ -60,8 +67,9 @@ selftests: linux-source lib
 
 # The shared estimator's test, the test helpers' own (testlib/: ktap.sh's
 # exit statuses, and how harness.h reports what harness_probe's tests do
-# on purpose), the guest harness's (scripts/vm/) and make run's report's
-# (scripts/show_test.sh), on this machine.
+# on purpose), the guest harness's (scripts/vm/), make run's report's
+# (scripts/show_test.sh) and the compat probes' (scripts/compat_probe_test.sh,
+# with this machine's compiler), on this machine.
 HARNESS_PROBE := $(BUILD)/testlib/harness_probe
 $(HARNESS_PROBE): testlib/harness_probe.c testlib/harness.h $(LINUX_SOURCE)/.extracted
 	@mkdir -p $(@D)
@@ -74,5 +82,6 @@ selftests-check: selftests $(HARNESS_PROBE)
 	scripts/vm/run-in-vm_test.sh
 	scripts/vm/guest-init_test.sh
 	scripts/show_test.sh
+	scripts/compat_probe_test.sh
 
-.PHONY: linux-source kbuild-check selftests selftests-check
+.PHONY: linux-source kbuild-check compat-table selftests selftests-check

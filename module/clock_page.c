@@ -284,7 +284,8 @@ int tscfk_clock_page_init(void)
 {
 	int err;
 
-	anchor = shmem_file_setup("tsc_clock_page", 0, TSCFK_SHMEM_NORESERVE);
+	anchor = tscfk_shmem_file_setup("tsc_clock_page", 0,
+					TSCFK_SHMEM_NORESERVE);
 	if (IS_ERR(anchor))
 		return PTR_ERR(anchor);
 	/*

@@ -3,7 +3,11 @@
  * Differences between the kernels this module builds against, in one
  * place.  Which side each takes, Kbuild finds out by compiling the
  * programs of module/compat/ (compat-probes.h): so a kernel we never saw,
- * with its vendor's backports, takes the right one too.
+ * with its vendor's backports, takes the right one too.  Where an API has
+ * two shapes, both are probed, and a kernel that has neither stops the
+ * build here, naming the probes (compat-probes.h.log says what its
+ * compiler answered), rather than failing later in code that assumed
+ * one.
  */
 #ifndef TSCFK_COMPAT_H
 #define TSCFK_COMPAT_H
@@ -17,6 +21,9 @@
 #include "compat-probes.h"
 
 /* bus_get_dev_root() replaced direct use of bus->dev_root in 6.3. */
+#if !defined(TSCFK_HAVE_BUS_GET_DEV_ROOT) && !defined(TSCFK_HAVE_BUS_DEV_ROOT_FIELD)
+#error "neither bus_get_dev_root() nor bus->dev_root (module/compat-probes.h.log)"
+#endif
 #ifndef TSCFK_HAVE_BUS_GET_DEV_ROOT
 static inline struct device *bus_get_dev_root(struct bus_type *bus)
 {
@@ -28,6 +35,9 @@ static inline struct device *bus_get_dev_root(struct bus_type *bus)
  * cpu_is_isolated() came in 6.2 (and to Debian's 6.1 with a stable update):
  * a CPU outside the housekeeping set of the scheduler domains or the tick.
  */
+#if !defined(TSCFK_HAVE_CPU_IS_ISOLATED) && !defined(TSCFK_HAVE_HOUSEKEEPING_DOMAIN)
+#error "neither cpu_is_isolated() nor housekeeping_test_cpu() (module/compat-probes.h.log)"
+#endif
 #ifndef TSCFK_HAVE_CPU_IS_ISOLATED
 static inline bool cpu_is_isolated(int cpu)
 {
@@ -67,6 +77,9 @@ static inline bool tscfk_cpu_isolated(int cpu)
  * vm_flags_clear() and vm_flags_set() came in 6.3, when vm_flags became
  * writable only through helpers that also take the VMA's lock.
  */
+#if !defined(TSCFK_HAVE_VM_FLAGS_SET) && !defined(TSCFK_HAVE_VM_FLAGS_FIELD)
+#error "neither vm_flags_set() nor a writable vm_flags (module/compat-probes.h.log)"
+#endif
 #ifndef TSCFK_HAVE_VM_FLAGS_SET
 static inline void vm_flags_clear(struct vm_area_struct *vma,
 				  unsigned long flags)
@@ -87,6 +100,15 @@ static inline void vm_flags_set(struct vm_area_struct *vma,
  * has ended.  Each step on its own: mmap() took it const in 6.13, read()
  * only in 6.16 (6.13 to 6.15 have a const read_new() beside read()).
  */
+#if !defined(TSCFK_HAVE_CONST_BIN_MMAP) && !defined(TSCFK_HAVE_MUTABLE_BIN_MMAP)
+#error "a bin_attribute's mmap() fits neither probe (module/compat-probes.h.log)"
+#endif
+#if !defined(TSCFK_HAVE_CONST_BIN_READ) && !defined(TSCFK_HAVE_MUTABLE_BIN_READ)
+#error "a bin_attribute's read() fits neither probe (module/compat-probes.h.log)"
+#endif
+#if !defined(TSCFK_HAVE_CONST_BIN_ATTRS) && !defined(TSCFK_HAVE_MUTABLE_BIN_ATTRS)
+#error "an attribute_group's bin_attrs fits neither probe (module/compat-probes.h.log)"
+#endif
 #ifdef TSCFK_HAVE_CONST_BIN_MMAP
 #define __tscfk_bin_mmap_const const
 #else
@@ -104,6 +126,9 @@ static inline void vm_flags_set(struct vm_area_struct *vma,
 #endif
 
 /* The MSR readers that return a u64 were called rdmsrl_*() until 6.16. */
+#if !defined(TSCFK_HAVE_RDMSRQ) && !defined(TSCFK_HAVE_RDMSRL)
+#error "neither rdmsrq_safe*() nor rdmsrl_safe*() (module/compat-probes.h.log)"
+#endif
 #ifndef TSCFK_HAVE_RDMSRQ
 #define rdmsrq_safe(msr, p) rdmsrl_safe(msr, p)
 #define rdmsrq_safe_on_cpu(cpu, msr, p) rdmsrl_safe_on_cpu(cpu, msr, p)
@@ -113,15 +138,34 @@ static inline void vm_flags_set(struct vm_area_struct *vma,
  * system_unbound_wq was renamed system_dfl_wq in 6.17; 7.3 warns on the
  * old name ("enqueued on deprecated workqueue"), and it is going away.
  */
+#if !defined(TSCFK_HAVE_SYSTEM_DFL_WQ) && !defined(TSCFK_HAVE_SYSTEM_UNBOUND_WQ)
+#error "neither system_dfl_wq nor system_unbound_wq (module/compat-probes.h.log)"
+#endif
 #ifndef TSCFK_HAVE_SYSTEM_DFL_WQ
 #define system_dfl_wq system_unbound_wq
 #endif
 
 /* shmem's file setup took its flags as VM_* bits until vma_flags_t. */
+#if !defined(TSCFK_HAVE_SHMEM_VMA_FLAGS) && !defined(TSCFK_HAVE_SHMEM_VM_FLAGS)
+#error "shmem_file_setup() takes neither flags type (module/compat-probes.h.log)"
+#endif
 #ifdef TSCFK_HAVE_SHMEM_VMA_FLAGS
 #define TSCFK_SHMEM_NORESERVE mk_vma_flags(VMA_NORESERVE_BIT)
 #else
 #define TSCFK_SHMEM_NORESERVE VM_NORESERVE
+#endif
+
+/*
+ * The clock page's anchor file.  shmem_kernel_file_setup()'s inode is
+ * S_PRIVATE, which security modules do not label, and whose inode checks
+ * they skip (SELinux's on mmap() and mprotect() among them);
+ * shmem_file_setup()'s carries the label of whoever loaded the module.
+ * Every kernel declares it; 6.1 does not export it.
+ */
+#ifdef TSCFK_HAVE_SHMEM_KERNEL_FILE_SETUP
+#define tscfk_shmem_file_setup shmem_kernel_file_setup
+#else
+#define tscfk_shmem_file_setup shmem_file_setup
 #endif
 
 #endif /* TSCFK_COMPAT_H */
