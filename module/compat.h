@@ -35,8 +35,9 @@ static inline struct device *bus_get_dev_root(struct bus_type *bus)
  * cpu_is_isolated() came in 6.2 (and to Debian's 6.1 with a stable update):
  * a CPU outside the housekeeping set of the scheduler domains or the tick.
  */
-#if !defined(TSCFK_HAVE_CPU_IS_ISOLATED) && !defined(TSCFK_HAVE_HOUSEKEEPING_DOMAIN)
-#error "neither cpu_is_isolated() nor housekeeping_test_cpu() (module/compat-probes.h.log)"
+/* tscfk_cpu_isolated() below needs housekeeping_test_cpu() on every kernel. */
+#ifndef TSCFK_HAVE_HOUSEKEEPING_DOMAIN
+#error "no housekeeping_test_cpu(), HK_TYPE_DOMAIN, HK_TYPE_TICK (module/compat-probes.h.log)"
 #endif
 #ifndef TSCFK_HAVE_CPU_IS_ISOLATED
 static inline bool cpu_is_isolated(int cpu)
@@ -157,10 +158,11 @@ static inline void vm_flags_set(struct vm_area_struct *vma,
 
 /*
  * The clock page's anchor file.  shmem_kernel_file_setup()'s inode is
- * S_PRIVATE, which security modules do not label, and whose inode checks
- * they skip (SELinux's on mmap() and mprotect() among them);
- * shmem_file_setup()'s carries the label of whoever loaded the module.
- * Every kernel declares it; 6.1 does not export it.
+ * S_PRIVATE from the start: security modules never label it, and
+ * SELinux's inode checks pass it.  shmem_file_setup()'s is labelled for
+ * whoever loaded the module; clock_page.c makes it private after, which
+ * passes the same checks.  Every kernel declares it; 6.1 does not export
+ * it.
  */
 #ifdef TSCFK_HAVE_SHMEM_KERNEL_FILE_SETUP
 #define tscfk_shmem_file_setup shmem_kernel_file_setup

@@ -14,7 +14,8 @@ order=() all=""
 letters=(A B C D E F G H I J K L M N O P Q R S T U V W X Y Z)
 for h in "$@"; do
 	kernel=$(basename "$(dirname "$(dirname "$(dirname "$h")")")")
-	yes=$(sed -n 's/^#define TSCFK_HAVE_\([A-Z0-9_]*\) 1$/\1/p' "$h" | tr '\n' ' ')
+	# A key never empty: a kernel may answer no to every probe.
+	yes="k: $(sed -n 's/^#define TSCFK_HAVE_\([A-Z0-9_]*\) 1$/\1/p' "$h" | tr '\n' ' ')"
 	if [[ ! -v "members[$yes]" ]]; then
 		order+=("$yes")
 		members[$yes]=""

@@ -21,6 +21,7 @@
 # at the same path (as Debian's ABI-compatible ones are) remakes OUTPUT.
 # NM is the kernel's nm, from Kbuild's environment.
 set -eu
+export LC_ALL=C
 
 out=$1 depfile=$2 symvers=$3
 shift 3
@@ -33,20 +34,23 @@ shift
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
 log=$out.log
 exports=$tmp/exports
 if [ -r "$symvers" ]; then
-	awk '{ print $2 }' "$symvers" | sort -u > "$exports"
+	# Not those in a namespace, which modpost refuses us unimported.
+	awk -F '\t' '$5 == "" { print $2 }' "$symvers" | sort -u > "$exports"
 else
 	: > "$exports"
 fi
 
 # Only the errors that tell one API from another count, not W=1's
-# warnings, which the headers themselves may raise.
+# warnings, which the headers themselves may raise, nor a -Werror of
+# CONFIG_WERROR's or W=e's.
 probe() {
-	"$@" -Werror=incompatible-pointer-types -Werror=int-conversion \
+	"$@" -Wno-error -Werror=incompatible-pointer-types -Werror=int-conversion \
 		-Werror=implicit-function-declaration -c -o "$tmp/probe.o" \
-		-MD -MF "$tmp/probe.d" "$probe"
+		-MD -MT "$tmp/probe.o" -MF "$tmp/probe.d" "$probe"
 }
 
 {
@@ -64,17 +68,24 @@ for probe in $probes; do
 		echo "== $name: $*" "$probe"
 	} >> "$log"
 	if probe "$@" >> "$log" 2>&1; then
-		${NM:-nm} -u "$tmp/probe.o" | awk '{ print $2 }' | sort -u > "$tmp/needs"
-		# shellcheck disable=SC2046 # one line of the names
-		echo "needs:" $(cat "$tmp/needs") >> "$log"
-		if [ ! -s "$exports" ]; then
-			answer=yes
-			echo "exports unknown ($symvers unreadable): compiling is the answer" >> "$log"
-		elif missing=$(comm -23 "$tmp/needs" "$exports" | tr '\n' ' ') &&
-			[ -n "$missing" ]; then
-			answer="no: not exported: ${missing% }"
+		# What modpost would look for: not weak references, nor the
+		# module's own struct module.
+		if ! ${NM:-nm} -u "$tmp/probe.o" > "$tmp/nm" 2>> "$log"; then
+			answer="no: ${NM:-nm} failed"
 		else
-			answer=yes
+			awk '$1 != "w" && $2 != "__this_module" { print $2 }' "$tmp/nm" |
+				sort -u > "$tmp/needs"
+			# shellcheck disable=SC2046 # one line of the names
+			echo "needs:" $(cat "$tmp/needs") >> "$log"
+			if [ ! -s "$exports" ]; then
+				answer=yes
+				echo "exports unknown ($symvers unreadable): compiling is the answer" >> "$log"
+			elif missing=$(comm -23 "$tmp/needs" "$exports" | tr '\n' ' ') &&
+				[ -n "$missing" ]; then
+				answer="no: not exported: ${missing% }"
+			else
+				answer=yes
+			fi
 		fi
 	else
 		answer="no: does not compile"

@@ -132,9 +132,9 @@ trap 'rm -f "$repo/$cmdrel" "$log.pid" "$mon"' EXIT
 # host: every test of the page's exactness then skips, and the static keys'
 # live patching that follows risks the emulator's int3 race (below), which
 # kills the guest; under the timekeeper stall test's readers it also takes
-# the notifier's p99 to milliseconds (13-22 us without).  6.1's own boot-time sync check still marks the TSC
-# unstable with 2 CPUs or more (mk/vm.mk, clocks_on_tsc).  migrate_test.py
-# boots with the same line.
+# the notifier's p99 to milliseconds (13-22 us without).  6.1's own
+# boot-time sync check still marks the TSC unstable with 2 CPUs or more
+# (mk/vm.mk, clocks_on_tsc).  migrate_test.py boots with the same line.
 cmdline="console=ttyS0 panic=-1 oops=panic printk.time=1 tsc=nowatchdog"
 # shellcheck disable=SC2054 # commas are part of qemu option values
 qemu=(qemu-system-x86_64 -accel tcg -cpu "$cpu" -smp "$smp" -m "$mem"
