@@ -66,6 +66,7 @@ HELP.vm-debug := the guests of the debug kernels
 HELP.vm-notsc := a CPU without a TSC: the module refuses to load
 HELP.vm-suspend := the clocks across a suspend to RAM and to idle (1 CPU)
 HELP.vm-vmclock := libtsc's bound across a migration, QEMU's vmclock device (2 CPUs)
+HELP.vm-selinux := the clock page mapped and mprotect()ed by confined users under SELinux enforcing
 HELP.vm-bench-smoke := the benchmarks that need the module, quick, in a guest
 HELP.vm-bench-causes := tsc-jitter's causes beside rtla osnoise's, on the newest rt kernel
 HELP.vm-scaling := load time against the CPU count, 1 to $(SCALING_CPUS)

@@ -134,6 +134,31 @@ vm-vmclock: selftests kbuild-check
 		--module $(call VM_KO,$(NEWEST_GENERIC)) --log $(BUILD)/vm/vmclock.log >/dev/null
 	@! grep -a -e '^not ok' -e '^ok .*# SKIP' $(BUILD)/vm/vmclock.log
 
+# The clock page under SELinux enforcing: Debian's reference policy (the
+# newest generic kernel's root's, built there by selinux-policy-default's
+# own tools, in a copy of its store, which stays as it was) with
+# selftests/selinux_harness.cil.  A guest of the initramfs alone, whose
+# files SELinux labels (the 9p share's it cannot); the test loads the
+# module itself, in modprobe's domain.  One CPU: the page is what it
+# tests.  It must not skip.
+SELINUX_POLICY := $(BUILD)/selinux/policy
+$(SELINUX_POLICY): selftests/selinux_harness.cil
+	@mkdir -p $(@D)
+	root=$$(scripts/kernel-roots.sh root $(NEWEST_GENERIC) | cut -d' ' -f1) && \
+	scripts/kernel-roots.sh run $$root $(CURDIR) -- sh -ec ' \
+		mkdir -p /tmp/sel/etc /tmp/sel/var/lib; \
+		cp -a /etc/selinux /tmp/sel/etc/ && cp -a /var/lib/selinux /tmp/sel/var/lib/; \
+		semodule -p /tmp/sel -X 400 -i $(abspath $<) 2> $(abspath $(@D))/semodule.log || \
+			{ cat $(abspath $(@D))/semodule.log; exit 1; }; \
+		cp /tmp/sel/etc/selinux/default/policy/policy.* $(abspath $@)'
+vm-selinux: selftests kbuild-check $(SELINUX_POLICY)
+	scripts/vm/migrate_test.py --kernel $(NEWEST_GENERIC) --smp 1 \
+		--program $(BUILD)/selftests/selinux_test --file $(SELINUX_POLICY):policy \
+		--file $(call VM_KO,$(NEWEST_GENERIC)):tsc_freq_khz.ko \
+		--append "lsm=landlock,lockdown,yama,integrity,selinux,bpf audit=1" \
+		--log $(BUILD)/vm/selinux.log >/dev/null
+	@! grep -a -e '^not ok' -e '^ok .*# SKIP' $(BUILD)/vm/selinux.log
+
 # Load time against the CPU count, 1 to 8 (CPU hotplug in one 8-CPU guest).
 # On a host with fewer CPUs the guest is overcommitted, and the test only
 # logs the figures: they are the host's scheduling then.
@@ -256,7 +281,8 @@ vm-fleet-e2e: deb kbuild-check $(CHRONYD)
 		--chronyd $(CHRONYD) | tee $(BUILD)/vm/fleet-e2e.log
 
 # Every guest of make check, in the order it runs them (each timed there).
-VM_CHECK_STEPS := $(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-bench-smoke vm-scaling vm-fleet-e2e \
+VM_CHECK_STEPS := $(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-selinux vm-bench-smoke vm-scaling \
+	vm-fleet-e2e \
 	$(ISOLATION_RUNS) $(RT_SPINNER_RUNS) $(DEBUG_RUNS)
 vm-check: $(VM_CHECK_STEPS)
 
@@ -282,5 +308,5 @@ $(foreach r,$(VM_ROLES),$(eval $(r): $(VM_ROLE.$(r))))
 VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS)))
 
-.PHONY: chronyd debug-kernels-start debug-kernels-wait vm-check vm-quick $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-scaling $(ISOLATION_RUNS) \
+.PHONY: chronyd debug-kernels-start debug-kernels-wait vm-check vm-quick $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-selinux vm-scaling $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) vm-debug $(DEBUG_RUNS)

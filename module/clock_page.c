@@ -23,6 +23,14 @@
  *    without CONFIG_SHMEM) whose operations are the kernel's.  kernfs
  *    then leaves it alone: it neither wraps it nor, when the sysfs file
  *    is removed at rmmod, unmaps it.  Nothing of shmem's maps anything.
+ *  - That file is opened for each mapping, with the mapper's credentials,
+ *    on an S_PRIVATE inode.  Security modules check a mapping's file again
+ *    at every mprotect(), even to PROT_NONE: SELinux first asks whether
+ *    the caller may use a file the opener's domain opened (fd:use), then
+ *    whether it may read the inode.  The file is the caller's own, so the
+ *    first holds, and the inode is private, which skips the second.  One
+ *    file opened at load, by modprobe's domain, would deny a confined user
+ *    that (Debian's refpolicy gives user_t no fd:use on kmod_t).
  *  - Read-only: PROT_WRITE and PROT_EXEC are refused, and VM_MAYWRITE and
  *    VM_MAYEXEC cleared, so that neither mprotect() nor a forced write
  *    (ptrace, /proc/PID/mem) can add them later.
@@ -42,6 +50,7 @@
  * waited for inside the timekeeper's update, where the notifier runs.
  */
 #include <linux/clocksource.h>
+#include <linux/cred.h>
 #include <linux/device.h>
 #include <linux/err.h>
 #include <linux/file.h>
@@ -63,7 +72,7 @@
 #include "tscfk.h"
 #include "tsc_clock_page.h"
 
-static struct file *anchor;	/* what mappings are mappings of */
+static struct file *anchor;	/* its path is what mappings map */
 static struct page *page;
 static struct tscfk_clock_page *cp;
 
@@ -234,6 +243,7 @@ static int clock_page_mmap(struct file *file, struct kobject *kobj,
 			   __tscfk_bin_mmap_const struct bin_attribute *attr,
 			   struct vm_area_struct *vma)
 {
+	struct file *mine;
 	s64 mono, boot;
 
 	if (vma->vm_pgoff || vma->vm_end - vma->vm_start != PAGE_SIZE)
@@ -245,7 +255,11 @@ static int clock_page_mmap(struct file *file, struct kobject *kobj,
 	vm_flags_clear(vma, VM_MAYWRITE | VM_MAYEXEC);
 	/* mremap() cannot grow it past the one page there is. */
 	vm_flags_set(vma, VM_DONTEXPAND);
-	vma_set_file(vma, anchor);
+	mine = dentry_open(&anchor->f_path, O_RDONLY, current_cred());
+	if (IS_ERR(mine))
+		return PTR_ERR(mine);
+	vma_set_file(vma, mine);
+	fput(mine);
 	/* Takes a reference for the page-table entry; VM_MIXEDMAP. */
 	return vm_insert_page(vma, vma->vm_start, page);
 }
@@ -290,9 +304,11 @@ int tscfk_clock_page_init(void)
 		return PTR_ERR(anchor);
 	/*
 	 * It stays empty: nobody may write, truncate or punch it, which a
-	 * privileged user could try through /proc/PID/map_files/.
+	 * privileged user could try through /proc/PID/map_files/.  Private,
+	 * where shmem_kernel_file_setup() did not make it so (6.1).
 	 */
-	inode_set_flags(file_inode(anchor), S_IMMUTABLE, S_IMMUTABLE);
+	inode_set_flags(file_inode(anchor), S_IMMUTABLE | S_PRIVATE,
+			S_IMMUTABLE | S_PRIVATE);
 	page = alloc_page(GFP_KERNEL | __GFP_ZERO);
 	if (!page) {
 		err = -ENOMEM;

@@ -27,8 +27,10 @@ roots=${KERNEL_ROOTS:-/var/cache/tsc-freq-khz/kernel-roots}
 declare -A kernel_suites=([trixie]="trixie trixie-backports" [sid]="sid")
 # Programs of a suite's own that this machine's are too old for: trixie's
 # QEMU 10 has the vmclock device (scripts/vm/migrate_test.py runs it
-# there, booting that root's newest kernel, which has the driver).
-declare -A suite_tools=([trixie]="qemu-system-x86")
+# there, booting that root's newest kernel, which has the driver); and
+# the SELinux policy for that kernel, built by its own suite's tools
+# (make vm-selinux).
+declare -A suite_tools=([trixie]="qemu-system-x86 selinux-policy-default")
 # What building the module needs there (sparse for C=2), and a tool to
 # make an initramfs, which the images require (INITRD=No: none is made,
 # the guest boots one of its own).

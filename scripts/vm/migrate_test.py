@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
-"""Run a program in a QEMU guest with a vmclock device, and migrate the
-guest to a file and back when the program asks (a console line "vmrun:
-migrate to a file and back").
+"""Run a program in a QEMU guest of the initramfs alone, with a vmclock
+device, and migrate the guest to a file and back if the program asks (a
+console line "vmrun: migrate to a file and back").
 
 QEMU's vmclock device (QEMU 10 and later) moves its disruption_marker
 when a guest is loaded from a migration stream: the event a hypervisor
@@ -12,12 +12,19 @@ vmrun.local), static, with the modules it names loaded first.  QEMU and
 the kernel come from a root of scripts/kernel-roots.sh (trixie's: QEMU 10,
 kernels 7.x with the vmclock driver); QEMU runs there.
 
+The initramfs is also the guest whose files a security module can label
+(scripts/vm/run-in-vm.sh's guests run on a 9p share): selinux_test boots
+here with --append lsm=... and its policy as a --file.
+
 Usage: migrate_test.py --kernel RELEASE --program PATH [--module KO]...
-                       [--kmod NAME]... [--smp N] [--log FILE] [--timeout SEC]
+                       [--kmod NAME]... [--file PATH:NAME]... [--append ARGS]
+                       [--smp N] [--log FILE] [--timeout SEC]
   --module: a module file to load (ours); --kmod: a module of the kernel's,
-  with its dependencies.  Exit: the program's status; 4 (a reason on
-  stdout) if no root has the kernel or its QEMU no vmclock; 125 if the
-  guest died, the migration failed, or the kernel log shows trouble.
+  with its dependencies; --file: PATH copied to /NAME in the initramfs;
+  --append: more of the kernel's command line.  Exit: the program's
+  status; 4 (a reason on stdout) if no root has the kernel or its QEMU no
+  vmclock; 125 if the guest died, the migration failed, or the kernel log
+  shows trouble.
 """
 import argparse
 import os
@@ -42,11 +49,18 @@ TROUBLE = re.compile(r"\[ *[0-9]+\.[0-9]+\].*(Kernel panic|BUG:|Oops|WARNING:|so
 GUESTS = []  # the QEMU processes of this run, for what their programs said
 
 
-def die(msg, code=125):
-    """Fail with what the guest's program printed (its kernel's lines are in the log)."""
+def print_said():
+    """The last lines the guest's program printed (its kernel's are in the log)."""
+    for g in GUESTS:
+        if g.p.poll() is not None:
+            g.t.join(10)  # its console's last lines
     said = [ln for g in GUESTS for ln in g.lines if not ln.startswith("[")]
     for ln in said[-40:]:
         print(f"migrate_test: guest: {ln}", file=sys.stderr)
+
+
+def die(msg, code=125):
+    print_said()
     print(f"migrate_test: {msg}", file=sys.stderr)
     sys.exit(code)
 
@@ -87,13 +101,17 @@ def kernel_modules(root, release, names):
     return order
 
 
-def initramfs(out, release, root, program, modules, kmods):
-    """The harness's initramfs, and an archive after it with the program and modules."""
+def initramfs(out, release, root, program, modules, kmods, files):
+    """The harness's initramfs, and an archive after it with the program, modules and files."""
     base = out + ".base"
     subprocess.run([os.path.join(HERE, "mkinitramfs.sh"), release, base, root], check=True)
     with tempfile.TemporaryDirectory() as stage:
+        os.chmod(stage, 0o755)  # the guest's /, after the base archive's: not 0700
         os.makedirs(os.path.join(stage, "modules"))
         shutil.copy(program, os.path.join(stage, os.path.basename(program)))
+        for spec in files:
+            path, _, name = spec.partition(":")
+            shutil.copy(path, os.path.join(stage, name or os.path.basename(path)))
         names = []
         # busybox insmod cannot read compressed modules: stored plain.
         unpack = {".xz": ["xz", "-dc"], ".zst": ["zstd", "-qdc"], ".gz": ["gzip", "-dc"]}
@@ -161,6 +179,7 @@ class Guest:
     """One QEMU process, its console into the log; seen: the lines so far."""
 
     def __init__(self, root, argv, log):
+        self.root = root
         self.p = subprocess.Popen([ROOTS, "run", root, REPO, "--", *argv],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, start_new_session=True)
@@ -202,12 +221,42 @@ def wait_for(cond, deadline, what):
         time.sleep(0.2)
 
 
+def migrate(src, work, state, argv, log, deadline):
+    """The guest that asked, to a file and back: the loaded guest's QEMU status, or None."""
+    mon = Monitor(f"{work}/mon-src", src, deadline)
+    print(f"migrate_test: migrating the guest to {state}", flush=True)
+    mon.cmd(f"migrate -d file:{state}")
+    status = ""
+    while "completed" not in status:
+        if time.monotonic() > deadline or "failed" in status:
+            die(f"the migration did not complete: {status.strip()}")
+        time.sleep(0.5)
+        status = next((ln for ln in mon.cmd("info migrate").splitlines()
+                       if ln.startswith("Migration status") or ln.startswith("Status")), "")
+    mon.cmd("quit")
+    src.wait(60)
+    print("migrate_test: the source is gone; loading the guest from the file", flush=True)
+    dst = Guest(src.root, argv + ["-monitor", f"unix:{work}/mon-dst,server=on,wait=off",
+                                  "-incoming", f"file:{state}"], log)
+    GUESTS.append(dst)
+    mon = Monitor(f"{work}/mon-dst", dst, deadline)
+    while "running" not in mon.cmd("info status"):
+        if dst.p.poll() is not None or time.monotonic() > deadline:
+            break
+        if "paused" in mon.cmd("info status"):
+            mon.cmd("cont")
+        time.sleep(0.5)
+    return dst.wait(max(1, deadline - time.monotonic()))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--program", required=True)
     ap.add_argument("--module", action="append", default=[])
     ap.add_argument("--kmod", action="append", default=[])
+    ap.add_argument("--file", action="append", default=[])
+    ap.add_argument("--append", default="")
     ap.add_argument("--smp", type=int, default=1)
     ap.add_argument("--log")
     ap.add_argument("--timeout", type=int, default=900)
@@ -232,42 +281,20 @@ def main():
             "-kernel", f"/boot/vmlinuz-{a.kernel}", "-initrd", initrd,
             # run-in-vm.sh's command line, and why it has tsc=nowatchdog.
             "-append", "console=ttyS0 panic=-1 oops=panic printk.time=1 tsc=nowatchdog "
-                       f"vmrun.local=/{os.path.basename(a.program)}"]
+                       f"vmrun.local=/{os.path.basename(a.program)} {a.append}"]
     deadline = time.monotonic() + a.timeout
     guests = GUESTS
     try:
-        initramfs(initrd, a.kernel, root, a.program, a.module, a.kmod)
+        initramfs(initrd, a.kernel, root, a.program, a.module, a.kmod, a.file)
         with open(log_path, "w") as log:
             src = Guest(root, argv + ["-monitor", f"unix:{work}/mon-src,server=on,wait=off"], log)
             guests.append(src)
             wait_for(lambda: any(ASK in ln for ln in src.lines) or src.p.poll() is not None,
-                     deadline, "the guest did not ask for the migration")
+                     deadline, "the guest neither asked for a migration nor ended")
             if src.p.poll() is not None:
-                die(f"the guest ended before it asked for the migration (qemu exit {src.p.returncode})")
-            mon = Monitor(f"{work}/mon-src", src, deadline)
-            print(f"migrate_test: migrating the guest to {state}", flush=True)
-            mon.cmd(f"migrate -d file:{state}")
-            status = ""
-            while "completed" not in status:
-                if time.monotonic() > deadline or "failed" in status:
-                    die(f"the migration did not complete: {status.strip()}")
-                time.sleep(0.5)
-                status = next((ln for ln in mon.cmd("info migrate").splitlines()
-                               if ln.startswith("Migration status") or ln.startswith("Status")), "")
-            mon.cmd("quit")
-            src.wait(60)
-            print("migrate_test: the source is gone; loading the guest from the file", flush=True)
-            dst = Guest(root, argv + ["-monitor", f"unix:{work}/mon-dst,server=on,wait=off",
-                                      "-incoming", f"file:{state}"], log)
-            guests.append(dst)
-            mon = Monitor(f"{work}/mon-dst", dst, deadline)
-            while "running" not in mon.cmd("info status"):
-                if dst.p.poll() is not None or time.monotonic() > deadline:
-                    break
-                if "paused" in mon.cmd("info status"):
-                    mon.cmd("cont")
-                time.sleep(0.5)
-            rc = dst.wait(max(1, deadline - time.monotonic()))
+                rc = src.wait(1)
+            else:
+                rc = migrate(src, work, state, argv, log, deadline)
             for g in guests:
                 g.t.join(10)  # the console's last lines, before the log closes
     except (OSError, subprocess.CalledProcessError) as e:
@@ -288,6 +315,8 @@ def main():
         die(f"the guest died: qemu exited {rc} without a status (see {log_path})")
     if trouble:
         die(f"failing: kernel problems above (command status {reported[-1]})")
+    if reported[-1]:
+        print_said()
     return reported[-1]
 
 
