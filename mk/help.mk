@@ -39,7 +39,7 @@ HELP.check-all := make check without installing anything first
 HELP.check-lanes := make check's steps that time nothing, in three lanes side by side
 HELP.check-host := the selftests on this machine's own kernel (root, a kernel that loads modules)
 HELP.style := checkpatch.pl --strict on the module, shellcheck on the scripts
-HELP.doc-links := every relative link of the Markdown resolves, every make target named exists, the modprobe.d example matches modinfo
+HELP.doc-links := every relative link of the Markdown resolves, every make target named exists, the modprobe.d example matches modinfo, the ABI's page layout the header's
 HELP.doc-examples := every C example of the README, compiled and run as written
 HELP.kbuild-check := W=1 and sparse builds for every kernel, here and in the kernel roots
 HELP.compat-table := which API each kernel's compat probes found, one table (after kbuild-check)

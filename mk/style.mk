@@ -20,10 +20,12 @@ style: linux-source
 
 # Every relative link in README.md and Documentation/ resolves, every make
 # target they name exists, and make help lists every target; the
-# modprobe.d example describes the parameters as modinfo does.
+# modprobe.d example describes the parameters as modinfo does; the ABI's
+# table of the clock page is the header's layout.
 doc-links:
 	scripts/check-doc-links.py
 	scripts/check-param-docs.py
+	scripts/check-abi-layout.py
 
 # Every C example of the README, compiled and run as it is written there.
 doc-examples: lib
