@@ -23,14 +23,17 @@
  *    without CONFIG_SHMEM) whose operations are the kernel's.  kernfs
  *    then leaves it alone: it neither wraps it nor, when the sysfs file
  *    is removed at rmmod, unmaps it.  Nothing of shmem's maps anything.
- *  - That file is opened for each mapping, with the mapper's credentials,
- *    on an S_PRIVATE inode.  Security modules check a mapping's file again
- *    at every mprotect(), even to PROT_NONE: SELinux first asks whether
- *    the caller may use a file the opener's domain opened (fd:use), then
- *    whether it may read the inode.  The file is the caller's own, so the
- *    first holds, and the inode is private, which skips the second.  One
- *    file opened at load, by modprobe's domain, would deny a confined user
- *    that (Debian's refpolicy gives user_t no fd:use on kmod_t).
+ *  - Each mapping gets a file of its own for that file's inode, made with
+ *    the mapper's credentials as anon_inode_getfile() makes one, on an
+ *    S_PRIVATE inode.  Security modules check a mapping's file again at
+ *    every mprotect(), even to PROT_NONE: SELinux first asks whether the
+ *    caller may use a file another domain made (fd:use), then whether it
+ *    may read the inode.  The file is the caller's own, so the first
+ *    holds, and the inode is private, which passes the second.  One file
+ *    made at load, in modprobe's domain, would deny a confined user that
+ *    (Debian's refpolicy gives user_t no fd:use on kmod_t).  No open: no
+ *    security module's open check, fanotify permission event or lease,
+ *    none of which may wait here, under the mapper's mmap_lock.
  *  - Read-only: PROT_WRITE and PROT_EXEC are refused, and VM_MAYWRITE and
  *    VM_MAYEXEC cleared, so that neither mprotect() nor a forced write
  *    (ptrace, /proc/PID/mem) can add them later.
@@ -50,7 +53,6 @@
  * waited for inside the timekeeper's update, where the notifier runs.
  */
 #include <linux/clocksource.h>
-#include <linux/cred.h>
 #include <linux/device.h>
 #include <linux/err.h>
 #include <linux/file.h>
@@ -72,7 +74,7 @@
 #include "tscfk.h"
 #include "tsc_clock_page.h"
 
-static struct file *anchor;	/* its path is what mappings map */
+static struct file *anchor;	/* its inode is what mappings map */
 static struct page *page;
 static struct tscfk_clock_page *cp;
 
@@ -243,6 +245,7 @@ static int clock_page_mmap(struct file *file, struct kobject *kobj,
 			   __tscfk_bin_mmap_const struct bin_attribute *attr,
 			   struct vm_area_struct *vma)
 {
+	struct inode *inode = file_inode(anchor);
 	struct file *mine;
 	s64 mono, boot;
 
@@ -252,12 +255,16 @@ static int clock_page_mmap(struct file *file, struct kobject *kobj,
 		return -EACCES;
 	if (timens_offsets(&mono, &boot))
 		return -EOPNOTSUPP;
+	ihold(inode);
+	mine = alloc_file_pseudo(inode, anchor->f_path.mnt, "tsc_clock_page",
+				 O_RDONLY, anchor->f_op);
+	if (IS_ERR(mine)) {
+		iput(inode);
+		return PTR_ERR(mine);
+	}
 	vm_flags_clear(vma, VM_MAYWRITE | VM_MAYEXEC);
 	/* mremap() cannot grow it past the one page there is. */
 	vm_flags_set(vma, VM_DONTEXPAND);
-	mine = dentry_open(&anchor->f_path, O_RDONLY, current_cred());
-	if (IS_ERR(mine))
-		return PTR_ERR(mine);
 	vma_set_file(vma, mine);
 	fput(mine);
 	/* Takes a reference for the page-table entry; VM_MIXEDMAP. */
@@ -331,7 +338,8 @@ err_anchor:
 
 /*
  * After the sysfs files are gone: no new mapping can start.  The page and
- * the anchor live on in the mappings there are, which hold them.
+ * the anchor's inode live on in the mappings there are, whose page-table
+ * entries and files hold them.
  */
 void tscfk_clock_page_exit(void)
 {

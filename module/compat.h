@@ -158,8 +158,8 @@ static inline void vm_flags_set(struct vm_area_struct *vma,
 
 /*
  * The clock page's anchor file.  shmem_kernel_file_setup()'s inode is
- * S_PRIVATE from the start: security modules never label it, and
- * SELinux's inode checks pass it.  shmem_file_setup()'s is labelled for
+ * S_PRIVATE from the start: SELinux never labels it, and the security
+ * modules' inode hooks pass it.  shmem_file_setup()'s is labelled for
  * whoever loaded the module; clock_page.c makes it private after, which
  * passes the same checks.  Every kernel declares it; 6.1 does not export
  * it.
