@@ -18,13 +18,14 @@ here with --append lsm=... and its policy as a --file.
 
 Usage: migrate_test.py --kernel RELEASE --program PATH [--module KO]...
                        [--kmod NAME]... [--file PATH:NAME]... [--append ARGS]
-                       [--smp N] [--log FILE] [--timeout SEC]
+                       [--no-vmclock] [--smp N] [--log FILE] [--timeout SEC]
   --module: a module file to load (ours); --kmod: a module of the kernel's,
   with its dependencies; --file: PATH copied to /NAME in the initramfs;
-  --append: more of the kernel's command line.  Exit: the program's
-  status; 4 (a reason on stdout) if no root has the kernel or its QEMU no
-  vmclock; 125 if the guest died, the migration failed, or the kernel log
-  shows trouble.
+  --append: more of the kernel's command line; --no-vmclock: no such
+  device, and a kernel of this machine's, with its QEMU, where no root has
+  it.  Exit: the program's status; 4 (a reason on stdout) if no root has
+  the kernel or its QEMU no vmclock; 125 if the guest died, the migration
+  failed, or the kernel log shows trouble.
 """
 import argparse
 import os
@@ -70,8 +71,9 @@ def skip(msg):
     sys.exit(4)
 
 
-def in_root(root, *cmd, **kw):
-    return subprocess.run([ROOTS, "run", root, REPO, "--", *cmd], **kw)
+def in_root(root, *cmd):
+    """cmd to run in root, a root of scripts/kernel-roots.sh, or here if root is "/"."""
+    return list(cmd) if root == "/" else [ROOTS, "run", root, REPO, "--", *cmd]
 
 
 def kernel_modules(root, release, names):
@@ -110,7 +112,7 @@ def initramfs(out, release, root, program, modules, kmods, files):
         os.makedirs(os.path.join(stage, "modules"))
         shutil.copy(program, os.path.join(stage, os.path.basename(program)))
         for spec in files:
-            path, _, name = spec.partition(":")
+            path, _, name = spec.rpartition(":")
             shutil.copy(path, os.path.join(stage, name or os.path.basename(path)))
         names = []
         # busybox insmod cannot read compressed modules: stored plain.
@@ -180,7 +182,7 @@ class Guest:
 
     def __init__(self, root, argv, log):
         self.root = root
-        self.p = subprocess.Popen([ROOTS, "run", root, REPO, "--", *argv],
+        self.p = subprocess.Popen(in_root(root, *argv),
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, start_new_session=True)
         self.lines = []
@@ -257,17 +259,22 @@ def main():
     ap.add_argument("--kmod", action="append", default=[])
     ap.add_argument("--file", action="append", default=[])
     ap.add_argument("--append", default="")
+    ap.add_argument("--no-vmclock", action="store_true")
     ap.add_argument("--smp", type=int, default=1)
     ap.add_argument("--log")
     ap.add_argument("--timeout", type=int, default=900)
     a = ap.parse_args()
 
     r = subprocess.run([ROOTS, "root", a.kernel], capture_output=True, text=True)
-    if r.returncode:
+    if not r.returncode:
+        root = r.stdout.split()[0]
+    elif a.no_vmclock and os.path.exists(f"/boot/vmlinuz-{a.kernel}"):
+        root = "/"  # this machine's kernel, and its QEMU
+    else:
         skip(f"no root of scripts/kernel-roots.sh has kernel {a.kernel}")
-    root = r.stdout.split()[0]
-    q = in_root(root, "sh", "-c", "qemu-system-x86_64 -device help", capture_output=True, text=True)
-    if '"vmclock"' not in q.stdout:
+    q = subprocess.run(in_root(root, "sh", "-c", "qemu-system-x86_64 -device help"),
+                       capture_output=True, text=True)
+    if not a.no_vmclock and '"vmclock"' not in q.stdout:
         skip(f"the QEMU of {root} has no vmclock device (QEMU 10 has; kernel-roots.sh update installs it)")
 
     work = os.path.join(REPO, "build", "vm", f"migrate.{os.getpid()}")
@@ -277,7 +284,8 @@ def main():
     state = os.path.join(work, "state")
     argv = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", str(a.smp), "-m", "512",
             "-nographic", "-no-reboot", "-nic", "none",
-            "-device", "isa-debug-exit,iobase=0x501,iosize=0x01", "-device", "vmclock",
+            "-device", "isa-debug-exit,iobase=0x501,iosize=0x01",
+            *([] if a.no_vmclock else ["-device", "vmclock"]),
             "-kernel", f"/boot/vmlinuz-{a.kernel}", "-initrd", initrd,
             # run-in-vm.sh's command line, and why it has tsc=nowatchdog.
             "-append", "console=ttyS0 panic=-1 oops=panic printk.time=1 tsc=nowatchdog "
