@@ -311,7 +311,8 @@ $(foreach r,$(VM_ROLES),$(eval $(r): $(VM_ROLE.$(r))))
 
 # Every guest's log with KTAP results, for make check's summary.
 VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) \
-	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS)))
+	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS))) \
+	$(foreach k,$(SELINUX_KERNELS),$(BUILD)/vm/selinux-$(k).log)
 
 .PHONY: chronyd debug-kernels-start debug-kernels-wait vm-check vm-quick $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-selinux vm-scaling $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) vm-debug $(DEBUG_RUNS)
