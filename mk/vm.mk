@@ -138,19 +138,17 @@ vm-vmclock: selftests kbuild-check
 # newest generic kernel's root's, built there by selinux-policy-default's
 # own tools, in a copy of its store, which stays as it was) with
 # selftests/selinux_harness.cil, as policy version 33, the newest 6.1
-# loads.  A guest of the initramfs alone, whose
-# files SELinux labels (the 9p share's it cannot); the test loads the
-# module itself, in modprobe's domain.  On the newest and the oldest
-# generic kernels: the anchor's inode is private from its making on the
-# one, made private after on the other.  One CPU: the page is what it
-# tests.  It must not skip.
+# loads.  A guest of the initramfs alone, whose files SELinux labels (the
+# 9p share's it cannot); the test loads the module itself, in modprobe's
+# domain.  On the newest and the oldest generic kernels: the anchor's
+# inode is private from its making on the one, made private after on the
+# other.  One CPU: the page is what it tests.  It must not skip.
 SELINUX_POLICY := $(BUILD)/selinux/policy
 SELINUX_KERNELS := $(NEWEST_GENERIC) $(OLDEST_GENERIC)
 $(SELINUX_POLICY): selftests/selinux_harness.cil \
 		$(wildcard $(call kernel_root,$(NEWEST_GENERIC))/etc/selinux/default/policy/policy.*)
 	@mkdir -p $(@D)
-	root=$$(scripts/kernel-roots.sh root $(NEWEST_GENERIC) | cut -d' ' -f1) && \
-	scripts/kernel-roots.sh run $$root $(CURDIR) -- sh -ec ' \
+	$(call in_kernel_root,$(NEWEST_GENERIC),$(CURDIR)) sh -ec ' \
 		mkdir -p /tmp/sel/etc /tmp/sel/var/lib; \
 		cp -a /etc/selinux /tmp/sel/etc/ && cp -a /var/lib/selinux /tmp/sel/var/lib/; \
 		printf "\npolicy-version = 33\n" >> /tmp/sel/etc/selinux/semanage.conf; \

@@ -31,14 +31,15 @@ static inline struct device *bus_get_dev_root(struct bus_type *bus)
 }
 #endif
 
-/*
- * cpu_is_isolated() came in 6.2 (and to Debian's 6.1 with a stable update):
- * a CPU outside the housekeeping set of the scheduler domains or the tick.
- */
 /* tscfk_cpu_isolated() below needs housekeeping_test_cpu() on every kernel. */
 #ifndef TSCFK_HAVE_HOUSEKEEPING_DOMAIN
 #error "no housekeeping_test_cpu(), HK_TYPE_DOMAIN, HK_TYPE_TICK (module/compat-probes.h.log)"
 #endif
+
+/*
+ * cpu_is_isolated() came in 6.2 (and to Debian's 6.1 with a stable update):
+ * a CPU outside the housekeeping set of the scheduler domains or the tick.
+ */
 #ifndef TSCFK_HAVE_CPU_IS_ISOLATED
 static inline bool cpu_is_isolated(int cpu)
 {

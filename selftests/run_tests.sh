@@ -206,7 +206,7 @@ for t in "${tests[@]}"; do
 		# BUG: and WARNING: cover lockdep, KASAN, KCSAN, debug objects
 		# and sleeping in atomic context too.  A function of ours in
 		# brackets is the kernel complaining about it (a deprecated
-		# workqueue, a work item hogging its CPU), or a trace.
+		# workqueue, say), or a trace.
 		bad=$(grep -E 'WARNING:|BUG:|Oops|Call Trace|general protection|soft lockup|hard LOCKUP|rcu.*(stall|Stall)|blocked for more than|refcount_t|kmemleak: .*suspected|ODEBUG|lockdep|\[tsc_freq_khz\]' <<< "$log")
 		echo "# selftests: tsc_freq_khz: $t"
 		grep 'tsc_freq_khz:' <<< "$log" | sort | uniq -c | sort -rn | head -5 | sed 's/^/# /'

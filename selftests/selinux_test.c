@@ -37,6 +37,7 @@
 
 #include "../testlib/harness.h"
 #include "tsc_clock_page.h"
+#include "tscfk_test.h"
 
 #define POLICY		"/policy"
 #define MODULE		"/tsc_freq_khz.ko"
@@ -67,22 +68,19 @@ static const char *const step_names[] = {
 	[STEP_LOAD] = "finit_module()",
 };
 
-static int write_file(const char *path, const void *buf, size_t len)
+/* The whole of s in one write(2): 0, or -errno. */
+static int write_str(const char *path, const char *s)
 {
-	int fd = open(path, O_WRONLY | O_CLOEXEC), err = 0;
+	ssize_t n = write_file(path, s, strlen(s));
 
-	if (fd < 0)
-		return -errno;
-	if (write(fd, buf, len) != (ssize_t)len)
-		err = errno ? -errno : -EIO;
-	close(fd);
-	return err;
+	return n == (ssize_t)strlen(s) ? 0 : n < 0 ? (int)n : -EIO;
 }
 
 /* The whole file in one write(): selinuxfs takes a policy no other way. */
 static int load_policy(void)
 {
 	struct stat st;
+	ssize_t n;
 	char *buf;
 	int fd, err;
 
@@ -101,9 +99,9 @@ static int load_policy(void)
 		return -EIO;
 	}
 	close(fd);
-	err = write_file(SELINUXFS "/load", buf, st.st_size);
+	n = write_file(SELINUXFS "/load", buf, st.st_size);
 	free(buf);
-	return err;
+	return n == st.st_size ? 0 : n < 0 ? (int)n : -EIO;
 }
 
 static int copy_self(const char *to)
@@ -125,15 +123,10 @@ static int copy_self(const char *to)
 /* Is this process in 'context'? */
 static bool in_domain(const char *context)
 {
-	char current[256] = "";
-	int fd = open("/proc/self/attr/current", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+	char current[256];
 
-	if (fd < 0)
-		return false;
-	n = read(fd, current, sizeof(current) - 1);
-	close(fd);
-	return n > 0 && !strncmp(current, context, strlen(context));
+	return read_file("/proc/self/attr/current", current, sizeof(current)) > 0 &&
+	       !strncmp(current, context, strlen(context));
 }
 
 /* In the confined domain: each step, in order; the first that fails. */
@@ -210,7 +203,7 @@ static int run_as(const char *context, const char *mode)
 		close(0);
 		close(1);
 		close(2);
-		if (write_file("/proc/self/attr/exec", context, strlen(context)))
+		if (write_str("/proc/self/attr/exec", context))
 			_exit(START_CONTEXT);
 		if (nobody && (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY)))
 			_exit(START_UID);
@@ -244,15 +237,9 @@ static void expect_all_steps(struct __test_metadata *_metadata, const char *cont
 /* A number selinuxfs gives, as under class/: 0 if unreadable. */
 static unsigned long selinuxfs_number(const char *path)
 {
-	char buf[32] = "";
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char buf[32];
 
-	if (fd < 0)
-		return 0;
-	if (read(fd, buf, sizeof(buf) - 1) < 0)
-		buf[0] = '\0';
-	close(fd);
-	return strtoul(buf, NULL, 10);
+	return read_file(path, buf, sizeof(buf)) > 0 ? strtoul(buf, NULL, 10) : 0;
 }
 
 /* Does the policy let 'scon' use a descriptor of 'tcon'?  1, 0, or -1. */
@@ -283,11 +270,10 @@ static int may_use_fd(const char *scon, const char *tcon)
 /* First: every other test runs under it. */
 TEST(policy_loaded_and_enforcing)
 {
-	char mode = 0;
-	int fd;
+	char mode[4] = "";
 
 	/* The kernel's audit lines, every one, for log_denials(). */
-	ASSERT_EQ(0, write_file("/proc/sys/kernel/printk_ratelimit", "0", 1));
+	ASSERT_EQ(0, write_str("/proc/sys/kernel/printk_ratelimit", "0"));
 	ASSERT_EQ(0, mount("selinuxfs", SELINUXFS, "selinuxfs", 0, NULL))
 		TH_LOG("selinuxfs: %s (booted with lsm=...,selinux?)", strerror(errno));
 	ASSERT_EQ(0, load_policy()) TH_LOG("%s: the policy did not load", POLICY);
@@ -297,12 +283,9 @@ TEST(policy_loaded_and_enforcing)
 	ASSERT_EQ(0, run_as(KMOD_T, "--insmod"))
 		TH_LOG("%s: not loaded in %s", MODULE, KMOD_T);
 	ASSERT_EQ(0, access(PAGE_FILE, R_OK));
-	ASSERT_EQ(0, write_file(SELINUXFS "/enforce", "1", 1));
-	fd = open(SELINUXFS "/enforce", O_RDONLY | O_CLOEXEC);
-	ASSERT_LE(0, fd);
-	ASSERT_EQ(1, read(fd, &mode, 1));
-	close(fd);
-	ASSERT_EQ('1', mode);
+	ASSERT_EQ(0, write_str(SELINUXFS "/enforce", "1"));
+	ASSERT_LT(0, read_file(SELINUXFS "/enforce", mode, sizeof(mode)));
+	ASSERT_EQ('1', mode[0]);
 }
 
 /*

@@ -112,8 +112,10 @@ def initramfs(out, release, root, program, modules, kmods, files):
         os.makedirs(os.path.join(stage, "modules"))
         shutil.copy(program, os.path.join(stage, os.path.basename(program)))
         for spec in files:
-            path, _, name = spec.rpartition(":")
-            shutil.copy(path, os.path.join(stage, name or os.path.basename(path)))
+            path, colon, name = spec.rpartition(":")
+            if not colon:
+                path, name = spec, os.path.basename(spec)
+            shutil.copy(path, os.path.join(stage, name))
         names = []
         # busybox insmod cannot read compressed modules: stored plain.
         unpack = {".xz": ["xz", "-dc"], ".zst": ["zstd", "-qdc"], ".gz": ["gzip", "-dc"]}
