@@ -41,9 +41,10 @@ install-check:
 # /usr/src, /var/lib/dkms/<module> and /lib/modules.  Like any DKMS host,
 # dkms makes its signing key /var/lib/dkms/mok.key on first use, and its
 # install step re-runs depmod for the kernel (the index stays the same:
-# the module is installed in the private tree).
+# the module is installed in the private tree).  A build of its own, with
+# its own -j (as scripts/packaging/common.sh says): not inside this make's.
 DKMS_DIR := $(BUILD)/dkms
-DKMS := dkms --dkmstree $(DKMS_DIR)/tree --sourcetree $(DKMS_DIR)/src \
+DKMS := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL dkms --dkmstree $(DKMS_DIR)/tree --sourcetree $(DKMS_DIR)/src \
 	--installtree $(DKMS_DIR)/install
 DKMS_KO = $(wildcard $(DKMS_DIR)/tree/tsc-freq-khz/$(VERSION)/$(1)/$(shell uname -m)/module/tsc_freq_khz.ko*)
 # Made again when a source or the list of kernels changed, not at every
