@@ -173,14 +173,15 @@ check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START
 # two CPUs of the machines this runs on: the steps wait on disks and
 # each other about a fifth of the time (the table's cpu column against
 # the wall's), which the third fills.  Lane b holds every step that
-# builds libtsc into build/userspace, which must not run side by side.
-# Beside them, the debug kernels' build when not cached (mk/vm.mk).
+# builds libtsc into build/userspace, which must not run side by side
+# (the fuzz targets are built from the sources alone).  Beside them, the
+# debug kernels and their modules' build (mk/vm.mk).
 # Then, one at a time, everything that times something: the unit tests,
 # the guests (each a step of its own), where another step's load would
 # distort what they measure.
 CHECK_LANES := a b c
-CHECK_LANE.a := fresh-root-bookworm-check
-CHECK_LANE.b := selftests style doc-links kbuild-check compat-table install-check lib-build lib-abi doc-examples
+CHECK_LANE.a := fresh-root-bookworm-check lib-fuzz style doc-links
+CHECK_LANE.b := selftests kbuild-check compat-table install-check lib-build lib-abi doc-examples
 CHECK_LANE.c := chronyd deb-check dkms-check fresh-root-trixie-check lib-lint
 check_chain = $(if $(word 2,$(1)),$(eval check-step-$(word 2,$(1)): check-step-$(word 1,$(1)))$(call \
 	check_chain,$(wordlist 2,$(words $(1)),$(1))))

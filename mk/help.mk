@@ -11,7 +11,7 @@ help_build := show all module lib install install-module install-module-kernel i
 help_check := check-quick check-all check-lanes check-host style doc-links doc-examples kbuild-check compat-table selftests-check \
 	install-check dkms-check deb-check fresh-root-check fresh-root-bookworm-check fresh-root-trixie-check \
 	lib-build lib-check lib-unit lib-lint lib-abi \
-	lib-coverage fuzz debug-kernels-start debug-kernels-wait help
+	lib-coverage lib-fuzz fuzz debug-kernels-start debug-kernels-wait help
 help_guests := vm-check vm-quick $(VM_ROLES) $(VM_CHECK_STEPS) vm-debug vm-bench-causes
 help_bench := bench bench-accuracy bench-smoke bench-windows
 HELP_TARGETS = $(help_main) $(help_build) $(help_check) $(help_guests) $(help_bench)
@@ -44,19 +44,20 @@ HELP.doc-examples := every C example of the README, compiled and run as written
 HELP.kbuild-check := W=1 and sparse builds for every kernel, here and in the kernel roots
 HELP.compat-table := which API each kernel's compat probes found, one table (after kbuild-check)
 HELP.selftests-check := the estimator's test, the test helpers' (testlib/: ktap.sh, harness.h), the guest harness's and the compat probes'
-HELP.install-check := make install staged for each kernel; libtsc through pkg-config
+HELP.install-check := make install staged for a generic kernel of each series here; libtsc through pkg-config
 HELP.dkms-check := DKMS builds the module for this machine's generic kernels, skips the excluded
 HELP.deb-check := the packages built, linted, inspected, their module built by DKMS (installed in the fresh roots)
 HELP.fresh-root-check := both fresh roots below
 HELP.fresh-root-bookworm-check := make run and make deb in a clean bookworm root, then the packages there
 HELP.fresh-root-trixie-check := the packages in a clean trixie root with its backports' kernel: DKMS builds
 HELP.lib-build := everything lib-check and lib-coverage run, built, not run
-HELP.lib-check := libtsc's unit tests with sanitizers, the tools' tests, fuzzing, promtool
+HELP.lib-check := libtsc's unit tests with sanitizers, the tools' tests, promtool
 HELP.lib-unit := libtsc's unit tests alone, with sanitizers (lib-check runs them too)
 HELP.lib-lint := clang-tidy and cppcheck over libtsc, its tools and bench/
 HELP.lib-abi := libtsc's ABI against every released version's dump
 HELP.lib-coverage := the unit tests' line coverage of libtsc, against its floor
-HELP.fuzz := the fuzz targets, FUZZ_SECONDS each
+HELP.fuzz := the fuzz targets, FUZZ_SECONDS each (300 by default)
+HELP.lib-fuzz := the fuzz targets, 10 s each: make check's
 HELP.debug-kernels-start := build the KASAN and KCSAN kernels in the background (cached)
 HELP.debug-kernels-wait := wait for that build
 HELP.help := this list
