@@ -180,7 +180,7 @@ check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START
 # the guests (each a step of its own), where another step's load would
 # distort what they measure.
 CHECK_LANES := a b c
-CHECK_LANE.a := fresh-root-bookworm-check lib-fuzz style doc-links
+CHECK_LANE.a := style doc-links fresh-root-bookworm-check lib-fuzz
 CHECK_LANE.b := selftests kbuild-check compat-table install-check lib-build lib-abi doc-examples
 CHECK_LANE.c := chronyd deb-check dkms-check fresh-root-trixie-check lib-lint
 check_chain = $(if $(word 2,$(1)),$(eval check-step-$(word 2,$(1)): check-step-$(word 1,$(1)))$(call \

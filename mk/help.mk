@@ -44,7 +44,7 @@ HELP.doc-examples := every C example of the README, compiled and run as written
 HELP.kbuild-check := W=1 and sparse builds for every kernel, here and in the kernel roots
 HELP.compat-table := which API each kernel's compat probes found, one table (after kbuild-check)
 HELP.selftests-check := the estimator's test, the test helpers' (testlib/: ktap.sh, harness.h), the guest harness's and the compat probes'
-HELP.install-check := make install staged for a generic kernel of each series here; libtsc through pkg-config
+HELP.install-check := make install staged for this machine's generic kernels; libtsc through pkg-config
 HELP.dkms-check := DKMS builds the module for this machine's generic kernels, skips the excluded
 HELP.deb-check := the packages built, linted, inspected, their module built by DKMS (installed in the fresh roots)
 HELP.fresh-root-check := both fresh roots below
@@ -58,7 +58,7 @@ HELP.lib-abi := libtsc's ABI against every released version's dump
 HELP.lib-coverage := the unit tests' line coverage of libtsc, against its floor
 HELP.fuzz := the fuzz targets, FUZZ_SECONDS each (300 by default)
 HELP.lib-fuzz := the fuzz targets, 10 s each: make check's
-HELP.debug-kernels-start := build the KASAN and KCSAN kernels in the background (cached)
+HELP.debug-kernels-start := build the KASAN and KCSAN kernels (cached), then the module for them, in the background
 HELP.debug-kernels-wait := wait for that build
 HELP.help := this list
 HELP.vm-check := every guest below that make check runs, one after another

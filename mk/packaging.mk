@@ -8,12 +8,12 @@
 # depmod runs as on a machine), for a kernel by its KDIR alone (the
 # headers' own directory, /usr/src/linux-headers-K, as a user gives it), from
 # a scratch copy of the tree: the module must land where modprobe looks,
-# and depmod must list it there.  For this machine's generic kernels, one
-# of each series: what differs between kernels here is the release the
-# KDIR names and whether modules_install compresses (6.1's .ko, 6.12's
-# .ko.xz), not the flavour; kbuild-check builds every flavour.
+# and depmod must list it there.  For the kernels dkms-check builds for
+# (this machine's generic ones): what differs between kernels here is the
+# release the KDIR names and whether modules_install compresses (6.1's
+# .ko, 6.12's .ko.xz), not the flavour, which kbuild-check builds.
 install-check:
-	set -e; for k in $(HOST_GENERIC); do \
+	set -e; for k in $(DKMS_CHECK_KERNELS); do \
 		rm -rf $(BUILD)/install && mkdir -p $(BUILD)/install/src; \
 		cp -a Kbuild Makefile mk dkms.conf module common $(BUILD)/install/src/; \
 		$(MAKE) -s -C $(BUILD)/install/src install-module KDIR=$$(readlink -f /lib/modules/$$k/build) \

@@ -241,39 +241,42 @@ vm-debug: $(DEBUG_RUNS)
 # and then the module for them in the background while it runs what no
 # timing depends on (builds, packages, fresh roots, lint), and waits for
 # them before the first test that times anything.  The build is bounded
-# by itself; so is the wait.
+# by itself; so is the wait.  A make of its own, given what it needs of
+# this one's: called as 'make', since a line naming $(MAKE) would run
+# under make -n too.
 DEBUG_BG := $(BUILD)/debug-kernels
 debug-kernels-start:
 	@mkdir -p $(BUILD) && rm -f $(DEBUG_BG).status
 	@echo "debug kernels: $(DEBUG_FLAVOURS), and the module for them, built in the background (log $(DEBUG_BG).log)"
-	@(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL $(MAKE) -s $(DEBUG_KOS) > $(DEBUG_BG).log 2>&1; \
-		echo $$? > $(DEBUG_BG).status) < /dev/null &
+	@(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make BUILD=$(BUILD) DEBUG_FLAVOURS="$(DEBUG_FLAVOURS)" \
+		$(DEBUG_KOS) > $(DEBUG_BG).log 2>&1; echo $$? > $(DEBUG_BG).status) < /dev/null &
 debug-kernels-wait:
 	@t=0; while [ ! -s $(DEBUG_BG).status ] && [ $$t -lt 3600 ]; do sleep 5; t=$$((t + 5)); done; \
 	st=$$(cat $(DEBUG_BG).status 2>/dev/null); \
 	grep -E '^debug-kernel: (built|cached)' $(DEBUG_BG).log; \
-	[ "$$st" = 0 ] || { tail -n 20 $(DEBUG_BG).log; echo "debug kernels: failed (status $${st:-none})" >&2; exit 1; }
+	[ "$$st" = 0 ] || { tail -n 20 $(DEBUG_BG).log; echo "debug kernels or their modules: failed (status $${st:-none})" >&2; exit 1; }
 # The module and the selftests' one for a debug kernel, each in a copy of
 # the tree of its own, made again when a source changed or the kernel did
 # (its directory, rewritten only when it differs, names the build: a
 # different configuration is another cache entry; debug-kernel.sh builds
-# one that is not cached).  The selftests' module first: the target exists
-# only once both are built.
+# one that is not cached, outside this make's flags).  The selftests'
+# module first: the target exists only once both are built.  The kernel's
+# make is called as kbuild-check calls it (mk/kbuild.mk).
 DEBUG_KO = $(BUILD)/debug-$(1)/tsc_freq_khz.ko
 DEBUG_KOS := $(foreach f,$(DEBUG_FLAVOURS),$(call DEBUG_KO,$(f)))
 DEBUG_KDIRS := $(foreach f,$(DEBUG_FLAVOURS),$(BUILD)/debug-$(f).kdir)
 $(DEBUG_KDIRS): $(BUILD)/debug-%.kdir: FORCE
-	@mkdir -p $(@D) && k=$$(scripts/vm/debug-kernel.sh $*) && \
+	@mkdir -p $(@D) && k=$$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL scripts/vm/debug-kernel.sh $*) && \
 	{ echo "$$k" | cmp -s - $@ || echo "$$k" > $@; }
 $(BUILD)/debug-%/tsc_freq_khz.ko: $(SOURCES) selftests/kmod/Kbuild selftests/kmod/fake_kernel_file.c \
 		$(BUILD)/debug-%.kdir
-	@kdir=$$(cat $(BUILD)/debug-$*.kdir) && d=$(@D) && \
+	$(kbuild_recursive)@kdir=$$(cat $(BUILD)/debug-$*.kdir) && d=$(@D) && \
 	rm -rf $$d && mkdir -p $$d/kmod && \
 	cp -a Kbuild module common $$d/ && cp -a selftests/kmod/* $$d/kmod/ && \
-	$(MAKE) -s -C $$kdir M=$$d/kmod modules && \
-	$(MAKE) -s -C $$kdir M=$$d W=1 modules
+	make -s -C $$kdir M=$$d/kmod modules && \
+	make -s -C $$kdir M=$$d W=1 modules
 $(DEBUG_RUNS): vm-debug-%: selftests lib $(BUILD)/debug-%/tsc_freq_khz.ko
-	@kdir=$$(scripts/vm/debug-kernel.sh $*) && d=$(BUILD)/debug-$* && \
+	@kdir=$$(cat $(BUILD)/debug-$*.kdir) && d=$(BUILD)/debug-$* && \
 	mkdir -p $(BUILD)/vm && \
 	TSCFK_FAKE_KO=$$d/kmod/tscfk_fake_kernel_file.ko TSCFK_CYCLES=$(DEBUG_CYCLES) \
 	TSCFK_SKIP="$(DEBUG_SKIP)" TSCFK_SKIP_WHY="userspace's test, not the kernel's: not on the debug kernel" \

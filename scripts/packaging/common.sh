@@ -9,10 +9,10 @@ KSFT_PASS=0
 KSFT_FAIL=1
 KSFT_SKIP=4
 
-# dpkg-buildpackage and dkms run here as a packager and a fleet run them,
-# builds of their own with their own -j: not inside the caller's make,
-# whose jobserver a recipe without '+' does not pass on (its make would
-# warn "jobserver unavailable").
+# What the packaging checks run (dpkg-buildpackage, dkms, apt and the
+# packages' scripts) runs as a packager and a fleet run it, with its own
+# make's -j: not inside the caller's make, whose jobserver a recipe
+# without '+' does not pass on (a make would warn "jobserver unavailable").
 unset MAKEFLAGS MFLAGS MAKELEVEL
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
