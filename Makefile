@@ -79,6 +79,11 @@ KDIR_RELEASE = $(if $(KDIR),$(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"$$/\
 BUILD := $(CURDIR)/build
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 SOURCES := Kbuild $(wildcard module/*.[ch] module/compat/* common/*.[ch])
+# A build of its own (dkms's, a debug kernel's, one in the background),
+# with its own -j: outside this make's flags and jobserver, which a
+# recipe without '+' does not pass on (its make would warn "jobserver
+# unavailable").  scripts/packaging/common.sh does the same.
+OWN_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL
 
 all: module lib
 

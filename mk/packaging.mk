@@ -44,10 +44,9 @@ install-check:
 # /usr/src, /var/lib/dkms/<module> and /lib/modules.  Like any DKMS host,
 # dkms makes its signing key /var/lib/dkms/mok.key on first use, and its
 # install step re-runs depmod for the kernel (the index stays the same:
-# the module is installed in the private tree).  A build of its own, with
-# its own -j (as scripts/packaging/common.sh says): not inside this make's.
+# the module is installed in the private tree).  A build of its own.
 DKMS_DIR := $(BUILD)/dkms
-DKMS := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL dkms --dkmstree $(DKMS_DIR)/tree --sourcetree $(DKMS_DIR)/src \
+DKMS := $(OWN_BUILD) dkms --dkmstree $(DKMS_DIR)/tree --sourcetree $(DKMS_DIR)/src \
 	--installtree $(DKMS_DIR)/install
 DKMS_KO = $(wildcard $(DKMS_DIR)/tree/tsc-freq-khz/$(VERSION)/$(1)/$(shell uname -m)/module/tsc_freq_khz.ko*)
 # Made again when a source or the list of kernels changed, not at every
@@ -58,11 +57,13 @@ DKMS_KO = $(wildcard $(DKMS_DIR)/tree/tsc-freq-khz/$(VERSION)/$(1)/$(shell uname
 # and lives inside what it stands for.
 stamp_begin = : > $(1).start
 stamp_end = touch -r $(1).start $(1) && rm $(1).start
+# The target's contents, $(1), written only when they differ.
+write_if_changed = { echo "$(1)" | cmp -s - $@ || echo "$(1)" > $@; }
 DKMS_STAMP := $(DKMS_DIR)/stamp
 DKMS_KERNELS := $(BUILD)/dkms.kernels
 DKMS_CHECK_KERNELS := $(or $(HOST_GENERIC),$(lastword $(KERNELS)))
 $(DKMS_KERNELS): FORCE
-	@mkdir -p $(@D) && echo $(DKMS_CHECK_KERNELS) | cmp -s - $@ || echo $(DKMS_CHECK_KERNELS) > $@
+	@mkdir -p $(@D) && $(call write_if_changed,$(DKMS_CHECK_KERNELS))
 dkms-check: $(DKMS_STAMP)
 $(DKMS_STAMP): $(SOURCES) dkms.conf $(DKMS_KERNELS)
 	rm -rf $(DKMS_DIR) && mkdir -p $(DKMS_DIR)/tree $(DKMS_DIR)/src/tsc-freq-khz-$(VERSION)

@@ -248,7 +248,7 @@ DEBUG_BG := $(BUILD)/debug-kernels
 debug-kernels-start:
 	@mkdir -p $(BUILD) && rm -f $(DEBUG_BG).status
 	@echo "debug kernels: $(DEBUG_FLAVOURS), and the module for them, built in the background (log $(DEBUG_BG).log)"
-	@(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make BUILD=$(BUILD) DEBUG_FLAVOURS="$(DEBUG_FLAVOURS)" \
+	@($(OWN_BUILD) make BUILD=$(BUILD) DEBUG_FLAVOURS="$(DEBUG_FLAVOURS)" \
 		$(DEBUG_KOS) > $(DEBUG_BG).log 2>&1; echo $$? > $(DEBUG_BG).status) < /dev/null &
 debug-kernels-wait:
 	@t=0; while [ ! -s $(DEBUG_BG).status ] && [ $$t -lt 3600 ]; do sleep 5; t=$$((t + 5)); done; \
@@ -266,8 +266,8 @@ DEBUG_KO = $(BUILD)/debug-$(1)/tsc_freq_khz.ko
 DEBUG_KOS := $(foreach f,$(DEBUG_FLAVOURS),$(call DEBUG_KO,$(f)))
 DEBUG_KDIRS := $(foreach f,$(DEBUG_FLAVOURS),$(BUILD)/debug-$(f).kdir)
 $(DEBUG_KDIRS): $(BUILD)/debug-%.kdir: FORCE
-	@mkdir -p $(@D) && k=$$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL scripts/vm/debug-kernel.sh $*) && \
-	{ echo "$$k" | cmp -s - $@ || echo "$$k" > $@; }
+	@mkdir -p $(@D) && k=$$($(OWN_BUILD) scripts/vm/debug-kernel.sh $*) && \
+	$(call write_if_changed,$$k)
 $(BUILD)/debug-%/tsc_freq_khz.ko: $(SOURCES) selftests/kmod/Kbuild selftests/kmod/fake_kernel_file.c \
 		$(BUILD)/debug-%.kdir
 	$(kbuild_recursive)@kdir=$$(cat $(BUILD)/debug-$*.kdir) && d=$(@D) && \
