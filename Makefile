@@ -179,20 +179,21 @@ check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START
 # each other about a fifth of the time (the table's cpu column against
 # the wall's), which the third fills.  Lane b holds every step that
 # builds libtsc into build/userspace, which must not run side by side
-# (the fuzz targets are built from the sources alone), and runs them
-# first: selftests-check, at the end of lane a, reads what they built.
-# Beside them, the debug kernels and their modules' build (mk/vm.mk).
+# (the fuzz targets are built from the sources alone).  selftests-check,
+# at the end of lane a, waits for lane b's selftests step: its
+# prerequisites would remake libtsc and the selftests otherwise.  Beside
+# them, the debug kernels and their modules' build (mk/vm.mk).
 # Then, one at a time, everything that times something: the unit tests,
 # the guests (each a step of its own), where another step's load would
 # distort what they measure.
 CHECK_LANES := a b c
 CHECK_LANE.a := style doc-links fresh-root-bookworm-check lib-fuzz selftests-check
-CHECK_LANE.b := selftests lib-build lib-abi kbuild-check compat-table install-check doc-examples
+CHECK_LANE.b := selftests kbuild-check compat-table install-check lib-build lib-abi doc-examples
 CHECK_LANE.c := chronyd deb-check dkms-check fresh-root-trixie-check lib-lint
 check_chain = $(if $(word 2,$(1)),$(eval check-step-$(word 2,$(1)): check-step-$(word 1,$(1)))$(call \
 	check_chain,$(wordlist 2,$(words $(1)),$(1))))
 $(foreach l,$(CHECK_LANES),$(call check_chain,$(CHECK_LANE.$(l))))
-check-step-selftests-check: check-step-lib-abi
+check-step-selftests-check: check-step-selftests
 check-step-%:
 	+@$(call timed,$*,in-lane)
 # Each step's output whole, when it ends (its logs are in build/ as it

@@ -27,8 +27,8 @@ linux-source: $(LINUX_SOURCE)/.extracted
 # headers in place keep a stale answer; compat-table prints the answers
 # (which branch of module/compat.h each kernel took).  The
 # test module of selftests/kmod is built the same way, next to it, for the
-# kernels a guest can boot (VM_KERNELS: not the cloud flavour): each
-# in a directory of its own, which its rule empties (and no other), so
+# kernels a guest can boot (VM_KERNELS: not those without an image or 9p,
+# such as the cloud flavour): each in a directory of its own, which its rule empties (and no other), so
 # that neither rebuild nor make -j takes the other's output away.
 # The kernel's make is the root's own (the root's compiler and make, and
 # env -i there drops MAKEFLAGS) or this machine's 'make' for a kernel
