@@ -25,11 +25,12 @@ linux-source: $(LINUX_SOURCE)/.extracted
 # messages (make[2]: warning: ...).  Each build's compat-probes.h must
 # depend on the kernel's headers (fixdep's list), lest an update of the
 # headers in place keep a stale answer; compat-table prints the answers
-# (which branch of module/compat.h each kernel took).  The
-# test module of selftests/kmod is built the same way, next to it, for the
-# kernels a guest can boot (VM_KERNELS: not those without an image or 9p,
-# such as the cloud flavour): each in a directory of its own, which its rule empties (and no other), so
-# that neither rebuild nor make -j takes the other's output away.
+# (which branch of module/compat.h each kernel took).  The test module of
+# selftests/kmod is built the same way, next to it, for the kernels a
+# guest can boot (VM_KERNELS: not those without an image or 9p, such as
+# the cloud flavour): each in a directory of its own, which its rule
+# empties (and no other), so that neither rebuild nor make -j takes the
+# other's output away.
 # The kernel's make is the root's own (the root's compiler and make, and
 # env -i there drops MAKEFLAGS) or this machine's 'make' for a kernel
 # here: '+' hands it make's jobserver under -j, which it would otherwise
@@ -38,7 +39,8 @@ linux-source: $(LINUX_SOURCE)/.extracted
 kbuild_recursive = $(if $(findstring n,$(firstword -$(MAKEFLAGS))),,+)
 KBUILD_KO = $(BUILD)/kbuild/$(1)/tsc_freq_khz/tsc_freq_khz.ko
 FAKE_KO = $(BUILD)/kbuild/$(1)/kmod/tscfk_fake_kernel_file.ko
-kbuild-check: $(foreach k,$(BUILD_KERNELS),$(call KBUILD_KO,$(k))) $(foreach k,$(VM_KERNELS),$(call FAKE_KO,$(k)))
+kbuild-check: $(foreach k,$(BUILD_KERNELS),$(call KBUILD_KO,$(k))) \
+	$(foreach k,$(VM_KERNELS),$(call FAKE_KO,$(k)))
 # Which API each kernel's probes found, in one table (module/compat.h).
 COMPAT_PROBES_H = $(BUILD)/kbuild/$(1)/tsc_freq_khz/module/compat-probes.h
 compat-table: kbuild-check
