@@ -126,17 +126,21 @@ clean:
 	@test -z "$(KDIR)" || $(MAKE) -C $(KDIR) M=$(CURDIR) clean
 	rm -rf $(BUILD)
 
-deps-run deps-check deps-deb: deps-%:
+deps-run deps-debug deps-check deps-deb: deps-%:
 	@RUN_IN_GUEST=$(RUN_IN_GUEST) scripts/install-deps.sh $*
 	$(if $(filter check,$*),@scripts/kernel-roots.sh update || [ $$? -eq 4 ])
 
 # The two commands of the README install what they need, then start a new
 # make: KERNELS and the lists made from it are read when make starts, and on
-# a fresh machine the kernels arrive only with the packages.
+# a fresh machine the kernels arrive only with the packages.  make check
+# starts the debug kernels' build (mk/vm.mk) as soon as their packages are
+# in: on a fresh machine, apt leaves a CPU to it while it installs the rest.
 check:
 	@$(check_begin)
+	@$(call timed,deps-debug)
+	@$(call timed,debug-kernels-start)
 	@$(call timed,deps-check)
-	@$(MAKE) --no-print-directory check-all CHECK_TIMES_GO_ON=1
+	@$(MAKE) --no-print-directory check-all CHECK_TIMES_GO_ON=1 DEBUG_KERNELS_STARTED=1
 run: deps-run
 	@$(MAKE) --no-print-directory show
 
@@ -207,7 +211,7 @@ check-lanes:
 CHECK_STEPS = debug-kernels-wait lib-check lib-coverage bench-smoke $(VM_CHECK_STEPS)
 check-all:
 	@$(if $(CHECK_TIMES_GO_ON),,$(check_begin))
-	@$(call timed,debug-kernels-start)
+	$(if $(DEBUG_KERNELS_STARTED),,@$(call timed,debug-kernels-start))
 	+@$(MAKE) --no-print-directory check-lanes CHECK_TIMES_GO_ON=1
 	@for step in $(CHECK_STEPS); do $(call timed,$$step); done
 	@$(print_times)
@@ -243,5 +247,5 @@ show:
 			$(call SHOW,tsc_freq_khz.ko); \
 	fi || [ $$? -eq 1 ]
 
-.PHONY: all module install install-module install-module-kernel install-lib clean deps-run deps-check deps-deb \
+.PHONY: all module install install-module install-module-kernel install-lib clean deps-run deps-debug deps-check deps-deb \
 	check check-all check-lanes check-quick check-host run show

@@ -7,7 +7,7 @@
 
 help_main := run check
 help_build := show all module lib install install-module install-module-kernel install-lib \
-	deb clean selftests chronyd linux-source deps-run deps-check deps-deb
+	deb clean selftests chronyd linux-source deps-run deps-debug deps-check deps-deb
 help_check := check-quick check-all check-lanes check-host style doc-links doc-examples kbuild-check compat-table selftests-check \
 	install-check dkms-check deb-check fresh-root-check fresh-root-bookworm-check fresh-root-trixie-check \
 	lib-build lib-check lib-unit lib-lint lib-abi \
@@ -32,6 +32,7 @@ HELP.selftests := the kselftest programs, in build/selftests
 HELP.chronyd := Debian's chronyd, unpacked under build/ for the guests (nothing installed)
 HELP.linux-source := Debian's linux-source-6.1, unpacked: checkpatch.pl and the kselftest headers
 HELP.deps-run := install the packages make run needs (apt-get, quiet when present)
+HELP.deps-debug := install the packages the debug kernels' build needs (make check installs them first)
 HELP.deps-check := install the packages make check needs, and bring the kernel roots up to date
 HELP.deps-deb := install the packages make deb needs
 HELP.check-quick := the inner loop's check, under 10 minutes: style, two builds, unit tests, vm-quick; never a substitute for make check

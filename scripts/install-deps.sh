@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Install the Debian packages a target needs; quiet and quick when they are
-# all there already.  Usage: install-deps.sh run|check|deb
+# all there already.  Usage: install-deps.sh run|debug|check|deb
 #   run:   build the module and show it (headers, or the QEMU guest)
+#   debug: build make check's debug kernels (scripts/vm/debug-kernel.sh),
+#          which make check starts before it installs the rest
 #   check: everything 'make check' uses
 #   deb:   build the Debian packages and check them ('make deb'): debhelper
 #          and dh_dkms, lintian, systemd-analyze for the units
@@ -19,6 +21,8 @@ oldest="linux-image-amd64 linux-headers-amd64"
 flavours="linux-headers-cloud-amd64 linux-headers-rt-amd64 linux-headers-6.12-cloud-amd64
 	  linux-headers-6.12-rt-amd64 linux-image-6.12-rt-amd64"
 build="make gcc libc6-dev kmod xz-utils"
+# The debug kernels' source and what building a kernel takes beyond $build.
+debug="linux-source-6.1 perl flex bison bc libelf-dev libssl-dev"
 guest="qemu-system-x86 busybox-static cpio"
 # What chronyd needs to run in the guests: chrony itself is unpacked under
 # build/, not installed (mk/vm.mk's CHRONYD).
@@ -32,17 +36,19 @@ run)
 	if [ -e /proc/modules ] && [ -z "${RUN_IN_GUEST:-}" ]; then
 		pkgs="$build linux-headers-$(uname -r)"
 	fi ;;
+debug)
+	pkgs="$build $debug" ;;
 check)
-	pkgs="$build $guest $kernels $oldest $flavours linux-source-6.1 dkms sparse perl
+	pkgs="$build $debug $guest $kernels $oldest $flavours dkms sparse
 	      clang-14 libclang-rt-14-dev libabsl-dev g++ pkg-config
 	      python3 python3-jsonschema prometheus prometheus-node-exporter clang-tidy cppcheck gcovr
 	      build-essential debhelper dh-dkms lintian systemd git mmdebstrap shellcheck
-	      procps flex bison bc libelf-dev libssl-dev abi-dumper abi-compliance-checker
+	      procps abi-dumper abi-compliance-checker
 	      iproute2 rtla $chrony_libs" ;;
 deb)
 	pkgs="build-essential dpkg-dev debhelper dh-dkms lintian systemd" ;;
 *)
-	echo "usage: $0 run|check|deb" >&2
+	echo "usage: $0 run|debug|check|deb" >&2
 	exit 2 ;;
 esac
 
