@@ -104,14 +104,19 @@ static bool ensure(bool wait)
 
 uint64_t tsc__time_slow(int clock)
 {
-	int saved = errno;
-	uint64_t ns;
+	/*
+	 * Where the clock is clock_gettime(), every read comes here: once it
+	 * is set up, this costs what the struct reader's slow path does (a
+	 * tail call; tsc__clock_slow() keeps errno itself).
+	 */
+	if (!__atomic_load_n(&clk.set, __ATOMIC_ACQUIRE)) {
+		int saved = errno;
 
-	(void)ensure(false);
-	ns = tsc__clock_slow(&tsc__time.page, &tsc__time.max_delta, &tsc__time.use_rdtscp,
-			     __atomic_load_n(&clk.disc, __ATOMIC_ACQUIRE), clock);
-	errno = saved;
-	return ns;
+		(void)ensure(false);
+		errno = saved;
+	}
+	return tsc__clock_slow(&tsc__time.page, &tsc__time.max_delta, &tsc__time.use_rdtscp,
+			       __atomic_load_n(&clk.disc, __ATOMIC_ACQUIRE), clock);
 }
 
 /* A bounded reading, the clock set up first if need be (a reader: it does not wait). */
