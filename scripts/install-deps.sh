@@ -21,8 +21,10 @@ oldest="linux-image-amd64 linux-headers-amd64"
 flavours="linux-headers-cloud-amd64 linux-headers-rt-amd64 linux-headers-6.12-cloud-amd64
 	  linux-headers-6.12-rt-amd64 linux-image-6.12-rt-amd64"
 build="make gcc libc6-dev kmod xz-utils"
-# The debug kernels' source and what building a kernel takes beyond $build.
-debug="linux-source-6.1 perl flex bison bc libelf-dev libssl-dev"
+# The debug kernels' source and what building a kernel takes beyond $build;
+# and g++, whose install may bring gcc up to its version: before their
+# build starts, not during it.
+debug="linux-source-6.1 perl flex bison bc libelf-dev libssl-dev g++"
 guest="qemu-system-x86 busybox-static cpio"
 # What chronyd needs to run in the guests: chrony itself is unpacked under
 # build/, not installed (mk/vm.mk's CHRONYD).
@@ -40,7 +42,7 @@ debug)
 	pkgs="$build $debug" ;;
 check)
 	pkgs="$build $debug $guest $kernels $oldest $flavours dkms sparse
-	      clang-14 libclang-rt-14-dev libabsl-dev g++ pkg-config
+	      clang-14 libclang-rt-14-dev libabsl-dev pkg-config
 	      python3 python3-jsonschema prometheus prometheus-node-exporter clang-tidy cppcheck gcovr
 	      build-essential debhelper dh-dkms lintian systemd git mmdebstrap shellcheck
 	      procps abi-dumper abi-compliance-checker
