@@ -119,14 +119,20 @@ uint64_t tsc__time_slow(int clock)
 			       __atomic_load_n(&clk.disc, __ATOMIC_ACQUIRE), clock);
 }
 
-/* A bounded reading, the clock set up first if need be (a reader: it does not wait). */
+/*
+ * A bounded reading, the clock set up first if need be (a reader: it
+ * does not wait).  As in tsc__time_slow(), errno is saved only around
+ * the set-up: tsc__bounded() keeps it itself.
+ */
 void tsc__time_bounded_slow(struct tsc_time_bound *b)
 {
-	int saved = errno;
+	if (!__atomic_load_n(&clk.set, __ATOMIC_ACQUIRE)) {
+		int saved = errno;
 
-	(void)ensure(false);
+		(void)ensure(false);
+		errno = saved;
+	}
 	tsc__bounded(&tsc__time.bound, &tsc__time.page, &tsc__time.use_rdtscp, b, NULL);
-	errno = saved;
 }
 
 int tsc_time_bound_terms(struct tsc_bound_terms *t)
