@@ -243,15 +243,28 @@ vm-debug: $(DEBUG_RUNS)
 # them before the first test that times anything.  The build is bounded
 # by itself; so is the wait.  A make of its own, given what it needs of
 # this one's: called as 'make', since a line naming $(MAKE) would run
-# under make -n too.
+# under make -n too.  It holds a lock while it runs (taken before it
+# starts, so there is no gap): a make check run again while an earlier
+# one's build goes on waits for that build instead of starting a second
+# one in the same directories, and a wait with no build under way and
+# none finished fails at once.
 DEBUG_BG := $(BUILD)/debug-kernels
 debug-kernels-start:
-	@mkdir -p $(BUILD) && rm -f $(DEBUG_BG).status
-	@echo "debug kernels: $(DEBUG_FLAVOURS), and the module for them, built in the background (log $(DEBUG_BG).log)"
-	@($(OWN_BUILD) make BUILD=$(BUILD) DEBUG_FLAVOURS="$(DEBUG_FLAVOURS)" \
-		$(DEBUG_KOS) > $(DEBUG_BG).log 2>&1; echo $$? > $(DEBUG_BG).status) < /dev/null &
+	@mkdir -p $(BUILD) && exec 9> $(DEBUG_BG).lock && \
+	if ! flock -n 9; then \
+		echo "debug kernels: a build is already under way (log $(DEBUG_BG).log): waiting for it"; exit 0; \
+	fi; \
+	rm -f $(DEBUG_BG).status; \
+	echo "debug kernels: $(DEBUG_FLAVOURS), and the module for them, built in the background (log $(DEBUG_BG).log)"; \
+	($(OWN_BUILD) make BUILD=$(BUILD) DEBUG_FLAVOURS="$(DEBUG_FLAVOURS)" \
+		$(DEBUG_KOS) > $(DEBUG_BG).log 2>&1 9>&-; echo $$? > $(DEBUG_BG).status) < /dev/null &
 debug-kernels-wait:
-	@t=0; while [ ! -s $(DEBUG_BG).status ] && [ $$t -lt 3600 ]; do sleep 5; t=$$((t + 5)); done; \
+	@t=0; while [ ! -s $(DEBUG_BG).status ] && [ $$t -lt 3600 ]; do \
+		if flock -n $(DEBUG_BG).lock true && [ ! -s $(DEBUG_BG).status ]; then \
+			echo "debug kernels: no build under way and none finished: make debug-kernels-start" >&2; exit 1; \
+		fi; \
+		sleep 5; t=$$((t + 5)); \
+	done; \
 	st=$$(cat $(DEBUG_BG).status 2>/dev/null); \
 	grep -E '^debug-kernel: (built|cached)' $(DEBUG_BG).log; \
 	[ "$$st" = 0 ] || { tail -n 20 $(DEBUG_BG).log; echo "debug kernels or their modules: failed (status $${st:-none})" >&2; exit 1; }
