@@ -10,6 +10,10 @@
 
 #include "internal.h"
 
+#ifdef TSC__TEST_HOOKS
+int tsc__test_anchor_fails = -1;
+#endif
+
 /*
  * The TSC at the moment 'id' read *ns: the middle of the tightest of
  * several brackets of ordered TSC reads around clock_gettime().
@@ -18,6 +22,11 @@ static int anchor(clockid_t id, uint64_t *ticks, uint64_t *ns)
 {
 	uint64_t best = UINT64_MAX;
 
+#ifdef TSC__TEST_HOOKS
+	if ((int)id == __atomic_load_n(&tsc__test_anchor_fails, __ATOMIC_RELAXED))
+		return tsc__fail(-EAGAIN, "clock %d: the TSC went backwards around each of 32 reads (a test's)",
+				 (int)id);
+#endif
 	for (int i = 0; i < 32; i++) {
 		struct timespec ts;
 		uint64_t a = tsc_rdtsc_ordered(), b;
@@ -86,14 +95,21 @@ int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts)
 	if (err)
 		return err;
 	err = anchor(CLOCK_MONOTONIC, &clk->base_ticks, &clk->base_mono_ns);
-	if (err)
-		return err;
-	clk->mono_off = tsc_ticks_to_ns(&clk->conv, clk->base_ticks) - clk->base_mono_ns;
-	err = anchor_at(clk, CLOCK_REALTIME, &clk->real_off, &clk->base_real_ns);
+	if (!err) {
+		clk->mono_off = tsc_ticks_to_ns(&clk->conv, clk->base_ticks) - clk->base_mono_ns;
+		err = anchor_at(clk, CLOCK_REALTIME, &clk->real_off, &clk->base_real_ns);
+	}
 	if (!err)
 		err = anchor_at(clk, CLOCK_MONOTONIC_RAW, &off, &clk->base_raw_ns);
 	if (!err)
 		err = anchor_at(clk, CLOCK_BOOTTIME, &off, &clk->base_boot_ns);
+	/*
+	 * A clock without every anchor has no conversion either: its readers
+	 * then read clock_gettime() (tsc__clock_read_slow()), not the TSC's
+	 * count since its reset, offset by anchors it never took.
+	 */
+	if (err)
+		memset(&clk->conv, 0, sizeof(clk->conv));
 	tsc__clocksource(NULL, clk->clocksource, sizeof(clk->clocksource));
 	return err;
 }

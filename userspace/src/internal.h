@@ -299,6 +299,8 @@ extern unsigned int tsc__test_wide_samples;
 extern int64_t tsc__test_sample_offset_ns;
 /* ... and a slow-path reader pauses this many times between loading a page and its seq. */
 extern unsigned int tsc__test_slow_path_spin;
+/* ... and a struct tsc_clock's anchor to this clock id fails (-1: none). */
+extern int tsc__test_anchor_fails;
 /*
  * And a resume, as a clock sees it: a TSC reset ticks below what it
  * reads, and asleep_ns that the TSC counted and MONOTONIC did not.

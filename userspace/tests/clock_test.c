@@ -17,6 +17,7 @@
 
 #include "fake_sysfs.h"
 #include "../../testlib/harness.h"
+#include "internal.h"
 #include "libtsc.h"
 
 static uint64_t clock_ns(clockid_t id)
@@ -242,14 +243,28 @@ static void readings_match_the_definition(struct __test_metadata *_metadata,
 	}
 }
 
-/*
- * A clock whose init failed (here: the sysfs source asked for, and no
- * file) reads clock_gettime(), through each of its readers; 1.2's read 0.
- */
-TEST(a_failed_clock_reads_clock_gettime)
+/* A clock whose init failed reads clock_gettime(), through each of its readers. */
+static void reads_clock_gettime(struct __test_metadata *_metadata, const struct tsc_clock *c)
 {
 	static const clockid_t ids[] = { CLOCK_MONOTONIC, CLOCK_MONOTONIC, CLOCK_REALTIME,
 					 CLOCK_REALTIME, CLOCK_MONOTONIC };
+
+	for (int k = 0; k < 5; k++) {
+		uint64_t a = clock_ns(ids[k]);
+		uint64_t v = k == 0 ? tsc_clock_now(c) : k == 1 ? tsc_clock_now_unordered(c) :
+			     k == 2 ? tsc_clock_realtime(c) : k == 3 ?
+			     tsc_clock_realtime_unordered(c) : tsc_now_start(c);
+		uint64_t b = clock_ns(ids[k]);
+
+		EXPECT_TRUE(a <= v && v <= b) TH_LOG("reader %d: %llu, not within %llu..%llu", k,
+						     (unsigned long long)v, (unsigned long long)a,
+						     (unsigned long long)b);
+	}
+}
+
+/* Its frequency source failed (the sysfs source asked for, and no file); 1.2's read 0. */
+TEST(a_failed_clock_reads_clock_gettime)
+{
 	TSC_CLOCK(c);
 	char dir[64];
 	TSC_OPTS(o, .source = TSC_SOURCE_SYSFS, .sysfs_root = dir);
@@ -257,16 +272,25 @@ TEST(a_failed_clock_reads_clock_gettime)
 	fake_root(_metadata, dir, sizeof(dir), 0);
 	EXPECT_EQ(-ENOENT, tsc_clock_init(&c, &o));
 	remove_root(dir);
-	for (int k = 0; k < 5; k++) {
-		uint64_t a = clock_ns(ids[k]);
-		uint64_t v = k == 0 ? tsc_clock_now(&c) : k == 1 ? tsc_clock_now_unordered(&c) :
-			     k == 2 ? tsc_clock_realtime(&c) : k == 3 ?
-			     tsc_clock_realtime_unordered(&c) : tsc_now_start(&c);
-		uint64_t b = clock_ns(ids[k]);
+	reads_clock_gettime(_metadata, &c);
+}
 
-		EXPECT_TRUE(a <= v && v <= b) TH_LOG("reader %d: %llu, not within %llu..%llu", k,
-						     (unsigned long long)v, (unsigned long long)a,
-						     (unsigned long long)b);
+/*
+ * Or an anchor failed, after the frequency was known: the clock reads
+ * clock_gettime() too, not the TSC's count offset by anchors never taken.
+ */
+TEST(a_clock_missing_an_anchor_reads_clock_gettime)
+{
+	static const clockid_t ids[] = { CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_MONOTONIC_RAW,
+					 CLOCK_BOOTTIME };
+
+	for (int i = 0; i < 4; i++) {
+		TSC_CLOCK(c);
+
+		tsc__test_anchor_fails = (int)ids[i];
+		EXPECT_EQ(-EAGAIN, tsc_clock_init(&c, NULL)) TH_LOG("clock %d", (int)ids[i]);
+		tsc__test_anchor_fails = -1;
+		reads_clock_gettime(_metadata, &c);
 	}
 }
 
