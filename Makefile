@@ -87,7 +87,7 @@ OWN_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL
 
 all: module lib
 
-include mk/style.mk mk/kbuild.mk mk/lib.mk mk/bench.mk mk/packaging.mk mk/vm.mk mk/help.mk
+include mk/style.mk mk/kbuild.mk mk/harness.mk mk/lib.mk mk/bench.mk mk/packaging.mk mk/vm.mk mk/help.mk
 
 module: $(SOURCES)
 	@test -n "$(KDIR)" || { echo "no kernel build tree: install linux-headers-$(KERNELRELEASE)" >&2; exit 1; }
@@ -149,7 +149,7 @@ run: deps-run
 # tests, libtsc's unit tests, and a guest of the newest kernel.  Never a
 # substitute for make check, which proves much more (make help, testing.md).
 QUICK_STEPS = style doc-links $(call KBUILD_KO,$(OLDEST_GENERIC)) $(call KBUILD_KO,$(NEWEST_GENERIC)) \
-	selftests-check lib-unit vm-quick
+	harness-check lib-unit vm-quick
 check-quick:
 	@$(check_begin)
 	@for step in $(QUICK_STEPS); do $(call timed,$$step); done
@@ -183,7 +183,7 @@ check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START
 # each other about a fifth of the time (the table's cpu column against
 # the wall's), which the third fills.  Lane b holds every step that
 # builds libtsc into build/userspace, which must not run side by side
-# (the fuzz targets are built from the sources alone).  selftests-check,
+# (the fuzz targets are built from the sources alone).  harness-check,
 # at the end of lane a, waits for lane b's selftests step: its
 # prerequisites would remake libtsc and the selftests otherwise.  Beside
 # them, the debug kernels and their modules' build (mk/vm.mk).
@@ -191,13 +191,13 @@ check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START
 # the guests (each a step of its own), where another step's load would
 # distort what they measure.
 CHECK_LANES := a b c
-CHECK_LANE.a := style doc-links fresh-root-bookworm-check lib-fuzz selftests-check
+CHECK_LANE.a := style doc-links fresh-root-bookworm-check lib-fuzz harness-check
 CHECK_LANE.b := selftests kbuild-check compat-table install-check lib-build lib-abi doc-examples
 CHECK_LANE.c := chronyd deb-check dkms-check fresh-root-trixie-check lib-lint
 check_chain = $(if $(word 2,$(1)),$(eval check-step-$(word 2,$(1)): check-step-$(word 1,$(1)))$(call \
 	check_chain,$(wordlist 2,$(words $(1)),$(1))))
 $(foreach l,$(CHECK_LANES),$(call check_chain,$(CHECK_LANE.$(l))))
-check-step-selftests-check: check-step-selftests
+check-step-harness-check: check-step-selftests
 check-step-%:
 	+@$(call timed,$*,in-lane)
 # Each step's output whole, when it ends (its logs are in build/ as it

@@ -13,7 +13,7 @@
 #   (root, module unloaded); --loads: loads per length (default 15).
 
 set -eu
-. "$(dirname "$0")/../selftests/unload.sh"
+. "$(dirname "$0")/../testlib/unload.sh"
 usage="usage: irqoff_windows.sh MODULE.ko [--quick | --loads N] [US...]"
 ko=${1:?$usage}
 shift

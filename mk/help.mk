@@ -8,10 +8,10 @@
 help_main := run check
 help_build := show all module lib install install-module install-module-kernel install-lib \
 	deb clean selftests chronyd linux-source deps-run deps-debug deps-check deps-deb
-help_check := check-quick check-all check-lanes check-host style doc-links doc-examples kbuild-check compat-table selftests-check \
+help_check := check-quick check-all check-lanes check-host style doc-links doc-examples kbuild-check compat-table harness-check \
 	install-check dkms-check deb-check fresh-root-check fresh-root-bookworm-check fresh-root-trixie-check \
 	lib-build lib-check lib-unit lib-lint lib-abi \
-	lib-coverage lib-fuzz fuzz debug-kernels-start debug-kernels-wait help
+	lib-coverage lib-fuzz fuzz debug-kernels-start debug-kernels-wait help help-targets
 help_guests := vm-check vm-quick $(VM_ROLES) $(VM_CHECK_STEPS) vm-debug vm-bench-causes
 help_bench := bench bench-accuracy bench-smoke bench-windows
 HELP_TARGETS = $(help_main) $(help_build) $(help_check) $(help_guests) $(help_bench)
@@ -44,7 +44,7 @@ HELP.doc-links := every relative link of the Markdown resolves, every make targe
 HELP.doc-examples := every C example of the README, compiled and run as written
 HELP.kbuild-check := W=1 and sparse builds for every kernel, here and in the kernel roots
 HELP.compat-table := which API each kernel's compat probes found, one table (after kbuild-check)
-HELP.selftests-check := the estimator's test, the test helpers' (testlib/: ktap.sh, harness.h), the guest harness's and the compat probes'
+HELP.harness-check := the estimator's test, the test helpers' (testlib/: ktap.sh, harness.h), the guest harness's and the compat probes'
 HELP.install-check := make install staged for this machine's generic kernels; libtsc through pkg-config
 HELP.dkms-check := DKMS builds the module for this machine's generic kernels, skips the excluded
 HELP.deb-check := the packages built, linted, inspected, their module built by DKMS (installed in the fresh roots)
@@ -62,6 +62,7 @@ HELP.lib-fuzz := the fuzz targets, 10 s each: make check's
 HELP.debug-kernels-start := build the KASAN and KCSAN kernels (cached), then the module for them, in the background
 HELP.debug-kernels-wait := wait for that build
 HELP.help := this list
+HELP.help-targets := every target of this list, one a line, for scripts (make doc-links reads it)
 HELP.vm-check := every guest below that make check runs, one after another
 HELP.vm-quick := the newest generic kernel, 2 CPUs, the kernel side's selftests: make check-quick's
 HELP.vm-debug := the guests of the debug kernels
@@ -107,13 +108,13 @@ help:
 	@echo "make TARGET: the two commands of the README first, then by kind."
 	@printf '\nThe two commands:\n'; $(foreach t,$(help_main),$(call help_line,$(t)))
 	@printf '\nBuild and install:\n'; $(foreach t,$(help_build),$(call help_line,$(t)))
-	@printf '\nChecks (make check runs them all):\n'; $(foreach t,$(help_check),$(call help_line,$(t)))
+	@printf '\nChecks (make check runs each but check-quick, check-host and fuzz):\n'; $(foreach t,$(help_check),$(call help_line,$(t)))
 	@printf '\nQEMU guests, by role, then as make check runs them (this machine'"'"'s kernels):\n'; \
 		$(foreach t,$(help_guests),$(call help_line,$(t)))
 	@printf '\nBenchmarks (bench/):\n'; $(foreach t,$(help_bench),$(call help_line,$(t)))
 
 # One target a line, for scripts/check-doc-links.py.
 help-targets:
-	@printf '%s\n' $(HELP_TARGETS) help-targets
+	@printf '%s\n' $(HELP_TARGETS)
 
 .PHONY: help help-targets

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The selftests in QEMU guests (scripts/vm/): each guest proves something
-# the others do not (Documentation/testing.md's table of guests says what), a CPU without
-# a TSC, the benchmarks, the load-time scaling.  Included by the
-# top-level Makefile.
+# the others do not (Documentation/testing.md's table of guests says
+# what); the debug kernels they boot, built with the module for them;
+# and chronyd, unpacked for the guests.  The guests that run benchmarks
+# are in mk/bench.mk.  Included by the top-level Makefile.
 
 # The module a guest loads: DKMS's build for this machine's kernels (as a
 # fleet gets it), kbuild's in the kernel's root for the others.

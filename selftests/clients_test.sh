@@ -28,8 +28,8 @@
 # arguments), for checking this script where the module cannot be loaded.
 
 set -u
-# shellcheck source=unload.sh
-. "$(dirname "$0")/unload.sh"
+# shellcheck source=../testlib/unload.sh
+. "$(dirname "$0")/../testlib/unload.sh"
 
 readonly KSFT_PASS=0 KSFT_FAIL=1 KSFT_SKIP=4
 readonly MODNAME=tsc_freq_khz

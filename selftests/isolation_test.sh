@@ -23,8 +23,8 @@
 here=$(dirname "$0")
 # shellcheck source=../testlib/ktap.sh
 . "$here/../testlib/ktap.sh"
-# shellcheck source=unload.sh
-. "$here/unload.sh"
+# shellcheck source=../testlib/unload.sh
+. "$here/../testlib/unload.sh"
 ko=${1:?usage: isolation_test.sh MODULE.ko}
 cpu=/sys/devices/system/cpu
 tr=/sys/kernel/tracing

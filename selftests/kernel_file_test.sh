@@ -11,8 +11,8 @@
 here=$(dirname "$0")
 # shellcheck source=../testlib/ktap.sh
 . "$here/../testlib/ktap.sh"
-# shellcheck source=unload.sh
-. "$here/unload.sh"
+# shellcheck source=../testlib/unload.sh
+. "$here/../testlib/unload.sh"
 ko=${1:?usage: kernel_file_test.sh MODULE.ko FAKE.ko}
 fake=${2:?usage: kernel_file_test.sh MODULE.ko FAKE.ko}
 file=/sys/devices/system/cpu/cpu0/tsc_freq_khz

@@ -22,8 +22,8 @@
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=unload.sh
-. "$here/unload.sh"
+# shellcheck source=../testlib/unload.sh
+. "$here/../testlib/unload.sh"
 ko=${1:?usage: run_tests.sh MODULE.ko [BINDIR]}
 bin=${2:-$here/../build/selftests}
 ko=$(realpath "$ko")

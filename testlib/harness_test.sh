@@ -13,7 +13,7 @@ probe=${1:-$here/../build/testlib/harness_probe}
 
 ktap_plan 6
 if [ ! -x "$probe" ]; then
-	echo "# no $probe: 'make selftests-check' builds it"
+	echo "# no $probe: 'make harness-check' builds it"
 	exit 1
 fi
 out=$("$probe" 2>&1)
