@@ -52,6 +52,7 @@
 #include <sys/stat.h>
 #include <sys/timex.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "tsc_clock_page.h"
@@ -72,6 +73,8 @@ int64_t tsc__test_realtime_step_ns;
 int64_t tsc__test_sleep_ns;
 int64_t tsc__test_raw_ppm;
 int64_t tsc__test_raw_base;
+unsigned int tsc__test_publish_pause_us;
+int tsc__test_publishing;
 #endif
 
 /* REALTIME by clock_gettime(), as the slow path reads it. */
@@ -192,6 +195,7 @@ struct shot {
 	int64_t boot_mono;	/* BOOTTIME - MONOTONIC (a resume does) */
 	uint64_t width;		/* how far those may be off: the samples' bracket */
 	long maxerror_us;	/* the kernel's, as read; -1 if it could not be */
+	uint64_t ntp_mono;	/* MONOTONIC once that was read: mono <= the read <= ntp_mono */
 	uint64_t growth_frac;	/* the fast path's, on the page */
 	struct tsc__bound_base base;
 	uint32_t flags;
@@ -210,7 +214,7 @@ struct state {
 	/* The refresher's own: */
 	bool disrupted;
 	long disrupted_maxerror_us;	/* the kernel's maxerror when it was */
-	uint64_t disrupted_mono;
+	uint64_t disrupted_mono;	/* MONOTONIC, no earlier than that was read */
 	struct tsc__vmclock vm_seen;	/* as last read: what the next is compared with */
 	struct rate_pair rate_from;	/* the TSC's rate is judged from here (width 0: none) */
 	double rate_ref;		/* MONOTONIC_RAW's ns per tick to compare with; 0: none */
@@ -741,6 +745,7 @@ static void take(struct state *s, const volatile struct tsc_timepage *p, bool rd
 	if (cache && vm_moved(&s->vm_seen, &k->vm))
 		__atomic_store_n(&s->skew_after_ns, migration_seen(), __ATOMIC_RELAXED);
 	tsc__ntp_read(&n);
+	k->ntp_mono = (uint64_t)tsc__ns_now(CLOCK_MONOTONIC);
 	tsc__bound_base(&n, skew_of(s, cache), k->on_page ? 1 : 0, *now, &k->base);
 	k->flags = k->base.flags;
 	/* The disruption's bookkeeping reads it: kept with the shot. */
@@ -857,10 +862,17 @@ static void judge(struct state *s, struct shot *k)
 	if (step || resume || vm || rate) {
 		s->disrupted = true;
 		s->disrupted_maxerror_us = maxerror;
-		s->disrupted_mono = k->mono;
+		s->disrupted_mono = k->ntp_mono;
 	} else if (s->disrupted && maxerror >= 0) {
-		/* The kernel alone grows it 500 us a second; lower, the daemon set it. */
-		uint64_t secs = (k->mono - s->disrupted_mono) / 1000000000;
+		/*
+		 * The kernel alone grows it 500 us at each turn of a second;
+		 * lower than that, the daemon set it.  The turns counted are
+		 * no more than the kernel's: from no earlier than the first
+		 * read to no later than this one (a refresher preempted
+		 * around either would count one the kernel never added).
+		 */
+		uint64_t secs = k->mono > s->disrupted_mono ?
+				(k->mono - s->disrupted_mono) / 1000000000 : 0;
 		long grown = s->disrupted_maxerror_us + (long)(secs * 500);
 
 		if (maxerror < grown && maxerror < PHASE_LIMIT_US)
@@ -882,6 +894,13 @@ static void publish(struct state *s, struct shot *k)
 			 (uint64_t)ceil(ldexp(per_tick * TSC_BOUND_DRIFT_PPM * 1e-6 * (1 + 1e-6), 64));
 	__atomic_store_n(&l->seq, l->seq | 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
+#ifdef TSC__TEST_HOOKS
+	if (__atomic_load_n(&tsc__test_publish_pause_us, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&tsc__test_publishing, 1, __ATOMIC_RELEASE);
+		usleep(tsc__test_publish_pause_us);
+		__atomic_store_n(&tsc__test_publishing, 0, __ATOMIC_RELEASE);
+	}
+#endif
 	s->shot = *k;
 	l->generation = k->generation;
 	/* The marker the readers compare with: the last read that settled. */
@@ -997,8 +1016,18 @@ void tsc__bounded(struct tsc__bound *const *slot_b,
 			if (fresh && tries < 2)
 				continue;	/* read again, after it */
 			if (!copy_shot(s, &k)) {
-				/* Another thread's first refresh under way: a state of this reader's own. */
+				/*
+				 * Another thread's refresh under way (publishing,
+				 * perhaps preempted there): a state of this reader's
+				 * own.  Before the first was published, there is
+				 * nothing to judge it against; after, it is not
+				 * judged (a step, a resume, the hypervisor's marker,
+				 * a disruption not yet over): no bound until the
+				 * refresh ends, as a reader that finds one below.
+				 */
 				take(s, p, rdtscp, false, &k, &now);
+				if (__atomic_load_n(&s->line.seq, __ATOMIC_ACQUIRE) >= 2)
+					k.flags |= TSC_BOUND_DISRUPTED;
 				k.disruptions = __atomic_load_n(&s->line.disruptions, __ATOMIC_RELAXED);
 				result(&k, now, 0, 0, out, terms);
 				goto done;

@@ -228,6 +228,9 @@ extern int64_t tsc__test_sleep_ns;
 /* ... and MONOTONIC_RAW faster by this many ppm from base on, to the TSC's rate check. */
 extern int64_t tsc__test_raw_ppm;
 extern int64_t tsc__test_raw_base;
+/* ... and a refresh pauses this long in the middle of publishing (publishing set meanwhile). */
+extern unsigned int tsc__test_publish_pause_us;
+extern int tsc__test_publishing;
 /* ... and the vmclock device read from this file (before the first bounded read). */
 extern const char *tsc__test_vmclock_path;
 /*

@@ -43,6 +43,7 @@ static struct {
 	pthread_mutex_t lock;
 	int state, status, fail;
 	unsigned int delay_us;	/* each call takes this long (a refresh held up) */
+	unsigned int late_us;	/* the state's next call starts this late (a refresher preempted) */
 	int inside;		/* a call is under way */
 	long maxerror_us, esterror_us, pll_offset, adjtime_us;
 	uint64_t set_at;	/* MONOTONIC when maxerror was set */
@@ -71,7 +72,11 @@ static long kern_maxerror_at(uint64_t mono)
 static int fake_adjtimex(struct timex *tx)
 {
 	int modes = (int)tx->modes;
-	uint64_t m = now(CLOCK_MONOTONIC);
+	uint64_t m;
+
+	if (modes == 0)
+		usleep(__atomic_exchange_n(&kern.late_us, 0, __ATOMIC_RELAXED));
+	m = now(CLOCK_MONOTONIC);
 
 	__atomic_fetch_add(&kern.calls, 1, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&kern.delay_us, __ATOMIC_RELAXED)) {
@@ -184,6 +189,7 @@ FIXTURE_SETUP(bound)
 	tsc__test_vmclock_path = self->vmpath;
 	kern.fail = 0;
 	kern.delay_us = 0;
+	kern.late_us = 0;
 	kern.state = TIME_OK;
 	kern.esterror_us = 40;
 	kern.pll_offset = 0;
@@ -1048,6 +1054,33 @@ TEST_F(bound, disruptions_on_the_page)
 	EXPECT_EQ(4u, b.disruptions);
 }
 
+/*
+ * The refresh that saw a step read the kernel's maxerror 2 s after the
+ * page (preempted between them).  A second later the kernel alone has
+ * added one turn's 500 us, perhaps two: still disrupted, however late
+ * the first read was.
+ */
+TEST_F(bound, disrupted_until_the_daemon_speaks_after_a_late_read)
+{
+	struct tsc_time_bound b;
+
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	self->p.generation++;
+	self->p.real_off -= 7000000;
+	self->p.seq += 2;
+	fake_page_publish(_metadata, self->path, &self->p);
+	kern.late_us = 2000000;
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	ASSERT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
+	usleep(1050000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("cleared, though the daemon never spoke");
+	kern_set(800, STA_PLL | STA_NANO);
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("the daemon spoke: flags %#x", b.flags);
+}
+
 /* A clock on clock_gettime() (no sysfs at all), the kernel's maxerror 3 ms. */
 static void syscall_clock(struct __test_metadata *_metadata, struct tsc_sysclock *c)
 {
@@ -1313,6 +1346,41 @@ TEST_F(bound, racing_readers_count_a_step_once)
 	EXPECT_EQ(1u, b.disruptions);
 	EXPECT_EQ(0u, r.bad);
 	EXPECT_LT(1000u, r.reads);
+}
+
+/*
+ * A reader that finds a refresh publishing (its thread preempted there,
+ * or interrupted by the handler that reads) reads a state of its own;
+ * after a step, the state is disrupted, and so is that reading: no
+ * bound until the refresh ends.
+ */
+TEST_F(bound, a_reader_beside_a_refresh_publishing)
+{
+	struct tsc_time_bound b;
+	pthread_t th;
+
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
+	self->p.generation++;
+	self->p.real_off -= 7000000;
+	self->p.seq += 2;
+	fake_page_publish(_metadata, self->path, &self->p);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	ASSERT_TRUE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("a 7 ms step: flags %#x", b.flags);
+	usleep(1100000);	/* the state a second old: the next reader refreshes */
+	tsc__test_publish_pause_us = 300000;
+	ASSERT_EQ(0, pthread_create(&th, NULL, terms_now, &self->c));
+	for (int i = 0; i < 1000 && !__atomic_load_n(&tsc__test_publishing, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
+	ASSERT_TRUE(__atomic_load_n(&tsc__test_publishing, __ATOMIC_ACQUIRE));
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_TRUE(__atomic_load_n(&tsc__test_publishing, __ATOMIC_ACQUIRE)) TH_LOG("read after it ended");
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("flags %#x", b.flags);
+	EXPECT_EQ(UINT64_MAX, b.latest) TH_LOG("a bound of %llu ns",
+					       (unsigned long long)(b.latest - b.now));
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	tsc__test_publish_pause_us = 0;
+	EXPECT_EQ(0, terms_err);
 }
 
 TEST(terms_size_checked)
