@@ -539,9 +539,10 @@ uint64_t tsc__sysclock_slow(const struct tsc_sysclock *c, int clock);
 /*
  * A reading of CLOCK_REALTIME and the interval true UTC lies in, as long
  * as the NTP daemon's maxerror is honest and the system clock's rate is
- * within TSC_BOUND_DRIFT_PPM of true (the kernel's own assumption): a
- * hard bound, never a standard deviation.  Where nothing bounds it
- * (TSC_BOUND_UNSYNCED, TSC_BOUND_DISRUPTED), [0, UINT64_MAX].
+ * within TSC_BOUND_DRIFT_PPM of true, per second it counts (the kernel's
+ * own assumption): a hard bound, never a standard deviation.  Where
+ * nothing bounds it (TSC_BOUND_UNSYNCED, TSC_BOUND_DISRUPTED),
+ * [0, UINT64_MAX].
  */
 struct tsc_time_bound {
 	uint64_t earliest;	/* ns since the epoch: true UTC is no earlier */
