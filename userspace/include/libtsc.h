@@ -19,8 +19,10 @@
  * is never earlier) unless its name ends in _unordered.  The first read
  * sets the clock up: where the tsc_freq_khz module is loaded, the kernel's
  * own mapping from the TSC, exactly clock_gettime()'s; else a clock of the
- * library's own that its readers slew onto the system's (within about a
- * microsecond: tsc_time_setup(3), NOTES; no thread); else clock_gettime().
+ * library's own that its readers slew onto the system's (no thread; within
+ * about a microsecond while the system's rate holds, and off by up to a
+ * second's worth of a change of it, 0.5 ms at NTP's 500 ppm, until the
+ * next sync: tsc_time_setup(3), NOTES); else clock_gettime().
  * tsc_time_setup(3) chooses otherwise; tsc(7) has the rest.
  *
  * Below: clocks and frequencies of a program's own (struct tsc_sysclock,
@@ -549,7 +551,7 @@ struct tsc_time_bound {
 	uint64_t latest;	/* nor later */
 	uint64_t now;		/* CLOCK_REALTIME, as tsc_realtime_ns() reads it */
 	uint32_t flags;		/* TSC_BOUND_* */
-	uint32_t disruptions;	/* disruptions seen since the process started */
+	uint32_t disruptions;	/* disruptions seen on this clock's path: tsc_realtime_bounded(3) */
 };
 
 /* No NTP daemon keeps the clock: STA_UNSYNC, maxerror at 16 s, or no adjtimex(). */

@@ -5,7 +5,7 @@
  * clock (a plugin unloaded, a forgotten fini).  libtsc is linked with
  * -z nodelete, so dlclose() leaves it mapped and the helper runs on; a
  * library that let itself be unmapped would leave the helper executing
- * unmapped code, a SIGSEGV within its first wakeup (a quarter second).
+ * unmapped code, a SIGSEGV at its next wakeup (within a second).
  *
  * Usage: dlclose_helper LIBTSC.so EMPTY_SYSFS_ROOT; exit 0, or 1 and why.
  */
@@ -38,10 +38,10 @@ int main(int argc, char **argv)
 		return fprintf(stderr, "not disciplined: %s\n", c.why), 1;
 	if (dlclose(lib))
 		return fprintf(stderr, "dlclose: %s\n", dlerror()), 1;
-	/* Six of the helper's wakeups, one of them a sync. */
-	usleep(1500000);
+	/* Two of the helper's wakeups (once a second), each a sync. */
+	usleep(2500000);
 	if (!dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD))
 		return fprintf(stderr, "libtsc was unmapped at dlclose(), its helper still running\n"), 1;
-	printf("# dlclose_helper: libtsc stays mapped after dlclose(); its helper ran 1.5 s on\n");
+	printf("# dlclose_helper: libtsc stays mapped after dlclose(); its helper ran 2.5 s on\n");
 	return 0;
 }
