@@ -15,7 +15,8 @@
 #   here, the others skipped with that reason; load and unload always run;
 #   one of them that skips itself whole each time it runs fails),
 #   TSCFK_CLOCKS_ON_TSC (1: the kernel's clocks must read the TSC here:
-#   sysclock_exact_test fails where it would skip).
+#   sysclock_exact_test, and ntp_bound_test's terms on the page, fail
+#   where they would skip).
 # Exit: 0 all passed, 1 something failed, 4 everything was skipped, 2 a
 # name in TSCFK_SKIP or TSCFK_ONLY that is no test.
 # Unlike kselftest's run_tests, a failure makes the exit status non-zero.

@@ -12,6 +12,7 @@
  * ahead of the system's or behind.  In a sandbox that kills for
  * adjtimex() it syncs without it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -905,21 +906,80 @@ TEST_F(disc, the_helper_holds_a_lease)
 }
 
 /*
+ * The kernel's count of the helper thread's sleeps (voluntary context
+ * switches) and of its CPU time, in clock ticks: found by its name, as a
+ * process's only helper.  False if there is none.
+ */
+static bool helper_usage(unsigned long *sleeps, unsigned long *ticks)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	bool found = false;
+
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d))) {
+		char path[sizeof("/proc/self/task//status") + sizeof(e->d_name)], line[256];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		found = fgets(line, sizeof(line), f) && !strcmp(line, TSC__HELPER_NAME "\n");
+		fclose(f);
+		if (!found)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			sscanf(line, "voluntary_ctxt_switches: %lu", sleeps);
+		if (f)
+			fclose(f);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(line, sizeof(line), f)) {
+			unsigned long ut = 0, st = 0;
+			char *p = strrchr(line, ')');
+
+			/* After "pid (comm)": state, then fields 4 to 13, then utime and stime. */
+			if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+					&ut, &st) == 2)
+				*ticks = ut + st;
+		}
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return found;
+}
+
+/*
  * The helper wakes once a second to sync, and for nothing else, whether
  * the clock is read or not: 3 s without a reader, then 3 s with three,
- * counted by the helper itself (tsc__test_wakeups()).
+ * counted by the helper itself (tsc__test_wakeups()).  Without a reader,
+ * the kernel's counts of its thread say the same: it slept about as
+ * often as it woke (a sleep a wakeup; a sync's own system calls do not
+ * sleep), and spent a few milliseconds of CPU at most, not a spin's.
  */
 TEST_F(disc, the_helper_wakes_once_a_second)
 {
 	TSC_SYSCLOCK(c);
 	struct readers rs;
 	unsigned int w0, idle, busy;
+	unsigned long sleeps0 = 0, sleeps = 0, ticks0 = 0, ticks = 0;
 
 	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER)) TH_LOG("%s", tsc_last_error());
 	usleep(100000);
 	w0 = tsc__test_wakeups(c.disc);
+	ASSERT_TRUE(helper_usage(&sleeps0, &ticks0));
 	usleep(3000000);
 	idle = tsc__test_wakeups(c.disc) - w0;
+	ASSERT_TRUE(helper_usage(&sleeps, &ticks));
+	TH_LOG("the helper's thread in 3 s without a reader: %lu sleeps, %lu ticks of CPU",
+	       sleeps - sleeps0, ticks - ticks0);
+	EXPECT_GE(6ul, sleeps - sleeps0);
+	EXPECT_GE((unsigned long)sysconf(_SC_CLK_TCK) / 10, ticks - ticks0) TH_LOG("over 100 ms");
 	readers_start(_metadata, &rs, &c);
 	w0 = tsc__test_wakeups(c.disc);
 	readers_for(&rs, 3000);
