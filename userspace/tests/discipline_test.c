@@ -927,30 +927,34 @@ static bool helper_usage(unsigned long *sleeps, unsigned long *ticks)
 		if (!f)
 			continue;
 		found = fgets(line, sizeof(line), f) && !strcmp(line, TSC__HELPER_NAME "\n");
-		fclose(f);
+		(void)fclose(f);
 		if (!found)
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
 		f = fopen(path, "r");
 		while (f && fgets(line, sizeof(line), f))
-			sscanf(line, "voluntary_ctxt_switches: %lu", sleeps);
+			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+				*sleeps = strtoul(line + 24, NULL, 10);
 		if (f)
-			fclose(f);
+			(void)fclose(f);
 		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
 		f = fopen(path, "r");
 		if (f && fgets(line, sizeof(line), f)) {
-			unsigned long ut = 0, st = 0;
-			char *p = strrchr(line, ')');
+			/* After "pid (comm) ": state, then fields 4 to 13, then utime and stime. */
+			char *p = strrchr(line, ')'), *end;
 
-			/* After "pid (comm)": state, then fields 4 to 13, then utime and stime. */
-			if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-					&ut, &st) == 2)
-				*ticks = ut + st;
+			for (int field = 0; p && field < 12; field++)
+				p = strchr(p + 1, ' ');
+			if (p) {
+				unsigned long ut = strtoul(p, &end, 10);
+
+				*ticks = ut + strtoul(end, NULL, 10);
+			}
 		}
 		if (f)
-			fclose(f);
+			(void)fclose(f);
 	}
-	closedir(d);
+	(void)closedir(d);
 	return found;
 }
 
