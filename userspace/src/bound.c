@@ -52,7 +52,6 @@
 #include <sys/stat.h>
 #include <sys/timex.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "tsc_clock_page.h"
@@ -66,8 +65,11 @@
 #define SAMPLES		3
 #define RATE_MIN_NS	500000000	/* the TSC's rate is judged over this much at least */
 #define RATE_ERR_MAX	50e-6		/* a reference rate no more uncertain than this */
+#define PUBLISH_SPINS	1000		/* pauses a reader waits out a publish for: microseconds */
 
 #ifdef TSC__TEST_HOOKS
+#include <unistd.h>
+
 int (*tsc__test_adjtimex)(struct timex *tx);
 int64_t tsc__test_realtime_step_ns;
 int64_t tsc__test_sleep_ns;
@@ -211,6 +213,7 @@ struct state {
 	struct tsc__bound line;		/* the fast path's: first, one cache line */
 	struct shot shot;		/* under line.seq too */
 	int refreshing;			/* the refresher's, by compare-and-swap */
+	bool published;			/* a shot was: readers judge by the state since */
 	/* The refresher's own: */
 	bool disrupted;
 	long disrupted_maxerror_us;	/* the kernel's maxerror when it was */
@@ -869,10 +872,12 @@ static void judge(struct state *s, struct shot *k)
 		 * lower than that, the daemon set it.  The turns counted are
 		 * no more than the kernel's: from no earlier than the first
 		 * read to no later than this one (a refresher preempted
-		 * around either would count one the kernel never added).
+		 * around either would count one the kernel never added), less
+		 * one, since the kernel adds a turn at its next tick, which a
+		 * descheduled vCPU may take up to a second to run.
 		 */
-		uint64_t secs = k->mono > s->disrupted_mono ?
-				(k->mono - s->disrupted_mono) / 1000000000 : 0;
+		uint64_t secs = k->mono > s->disrupted_mono + 1000000000 ?
+				(k->mono - s->disrupted_mono) / 1000000000 - 1 : 0;
 		long grown = s->disrupted_maxerror_us + (long)(secs * 500);
 
 		if (maxerror < grown && maxerror < PHASE_LIMIT_US)
@@ -895,10 +900,14 @@ static void publish(struct state *s, struct shot *k)
 	__atomic_store_n(&l->seq, l->seq | 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 #ifdef TSC__TEST_HOOKS
-	if (__atomic_load_n(&tsc__test_publish_pause_us, __ATOMIC_RELAXED)) {
-		__atomic_store_n(&tsc__test_publishing, 1, __ATOMIC_RELEASE);
-		usleep(tsc__test_publish_pause_us);
-		__atomic_store_n(&tsc__test_publishing, 0, __ATOMIC_RELEASE);
+	{
+		unsigned int pause_us = __atomic_load_n(&tsc__test_publish_pause_us, __ATOMIC_RELAXED);
+
+		if (pause_us) {
+			__atomic_store_n(&tsc__test_publishing, 1, __ATOMIC_RELEASE);
+			usleep(pause_us);
+			__atomic_store_n(&tsc__test_publishing, 0, __ATOMIC_RELEASE);
+		}
 	}
 #endif
 	s->shot = *k;
@@ -917,6 +926,7 @@ static void publish(struct state *s, struct shot *k)
 	l->growth_frac = k->growth_frac;
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	__atomic_store_n(&l->seq, (l->seq | 1) + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->published, true, __ATOMIC_RELEASE);
 }
 
 /* A copy of the published shot: false if a refresh is under way. */
@@ -931,6 +941,25 @@ static bool copy_shot(const struct state *s, struct shot *k)
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&s->line.seq, __ATOMIC_RELAXED) == seq)
 			return k->taken;
+	}
+	return false;
+}
+
+/*
+ * A refresh publishing copies a shot, a few cache lines: a reader that
+ * finds one under way waits that out, boundedly, for the state it gives
+ * (true: copied into k).  One that would wait longer (the refresher
+ * preempted there, or interrupted by this reader's own signal handler)
+ * gives up.  Before the first publish there is nothing to wait for.
+ */
+static bool publish_waited(const struct state *s, struct shot *k)
+{
+	if (!__atomic_load_n(&s->published, __ATOMIC_ACQUIRE))
+		return false;
+	for (int i = 0; i < PUBLISH_SPINS; i++) {
+		__builtin_ia32_pause();
+		if (copy_shot(s, k))
+			return true;
 	}
 	return false;
 }
@@ -1015,18 +1044,19 @@ void tsc__bounded(struct tsc__bound *const *slot_b,
 			fresh = refresh(s, p, rdtscp);
 			if (fresh && tries < 2)
 				continue;	/* read again, after it */
-			if (!copy_shot(s, &k)) {
+			if (!copy_shot(s, &k) && !publish_waited(s, &k)) {
 				/*
-				 * Another thread's refresh under way (publishing,
-				 * perhaps preempted there): a state of this reader's
-				 * own.  Before the first was published, there is
-				 * nothing to judge it against; after, it is not
-				 * judged (a step, a resume, the hypervisor's marker,
-				 * a disruption not yet over): no bound until the
-				 * refresh ends, as a reader that finds one below.
+				 * Another thread's refresh under way: its first,
+				 * or one held up publishing.  A state of this
+				 * reader's own.  Before the first was published,
+				 * there is nothing to judge it against; after, it
+				 * is not judged (a step, a resume, the hypervisor's
+				 * marker, a disruption not yet over): no bound for
+				 * this reading, as a reader that finds a refresh
+				 * under way below.
 				 */
 				take(s, p, rdtscp, false, &k, &now);
-				if (__atomic_load_n(&s->line.seq, __ATOMIC_ACQUIRE) >= 2)
+				if (__atomic_load_n(&s->published, __ATOMIC_ACQUIRE))
 					k.flags |= TSC_BOUND_DISRUPTED;
 				k.disruptions = __atomic_load_n(&s->line.disruptions, __ATOMIC_RELAXED);
 				result(&k, now, 0, 0, out, terms);
