@@ -108,10 +108,12 @@ int tsc_clock_init(struct tsc_clock *clk, const struct tsc_opts *opts)
 	 * then read clock_gettime() (tsc__clock_read_slow()), not the TSC's
 	 * count since its reset, offset by anchors it never took.
 	 */
-	if (err)
+	if (err) {
 		memset(&clk->conv, 0, sizeof(clk->conv));
+		return err;	/* tsc_last_error() says why: not overwritten */
+	}
 	tsc__clocksource(NULL, clk->clocksource, sizeof(clk->clocksource));
-	return err;
+	return 0;
 }
 
 /*

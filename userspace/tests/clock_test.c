@@ -276,22 +276,29 @@ TEST(a_failed_clock_reads_clock_gettime)
 }
 
 /*
- * Or an anchor failed, after the frequency was known: the clock reads
- * clock_gettime() too, not the TSC's count offset by anchors never taken.
+ * Or an anchor failed, after the frequency was known (a sysfs file, at
+ * once): the clock reads clock_gettime() too, not the TSC's count offset
+ * by anchors never taken, and tsc_last_error() says which.  (Each of the
+ * first two failing leaves readers with no offset at all.)
  */
 TEST(a_clock_missing_an_anchor_reads_clock_gettime)
 {
 	static const clockid_t ids[] = { CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_MONOTONIC_RAW,
 					 CLOCK_BOOTTIME };
+	char dir[64];
+	TSC_OPTS(o, .source = TSC_SOURCE_SYSFS, .sysfs_root = dir);
 
+	fake_root(_metadata, dir, sizeof(dir), 2600002);
 	for (int i = 0; i < 4; i++) {
 		TSC_CLOCK(c);
 
 		tsc__test_anchor_fails = (int)ids[i];
-		EXPECT_EQ(-EAGAIN, tsc_clock_init(&c, NULL)) TH_LOG("clock %d", (int)ids[i]);
+		EXPECT_EQ(-EAGAIN, tsc_clock_init(&c, &o)) TH_LOG("clock %d", (int)ids[i]);
 		tsc__test_anchor_fails = -1;
+		EXPECT_NE(NULL, strstr(tsc_last_error(), "went backwards")) TH_LOG("%s", tsc_last_error());
 		reads_clock_gettime(_metadata, &c);
 	}
+	remove_root(dir);
 }
 
 /* 1.0's names, which 1.3 deprecates: the same as their 1.3 ones. */
