@@ -248,11 +248,12 @@ vm-debug: $(DEBUG_RUNS)
 # starts, so there is no gap): a make check run again while an earlier
 # one's build goes on waits for that build instead of starting a second
 # one in the same directories, and a wait with no build under way and
-# none finished fails at once.
+# none finished fails at once.  (A build whose shell was killed while its
+# make goes on, or whose build/ was removed under it, is not seen.)
 DEBUG_BG := $(BUILD)/debug-kernels
 debug-kernels-start:
 	@mkdir -p $(BUILD) && exec 9> $(DEBUG_BG).lock && \
-	if ! flock -n 9; then \
+	if ! flock -w 2 9; then \
 		echo "debug kernels: a build is already under way (log $(DEBUG_BG).log): waiting for it"; exit 0; \
 	fi; \
 	rm -f $(DEBUG_BG).status; \
@@ -261,7 +262,8 @@ debug-kernels-start:
 		$(DEBUG_KOS) > $(DEBUG_BG).log 2>&1 9>&-; echo $$? > $(DEBUG_BG).status) < /dev/null &
 debug-kernels-wait:
 	@t=0; while [ ! -s $(DEBUG_BG).status ] && [ $$t -lt 3600 ]; do \
-		if flock -n $(DEBUG_BG).lock true && [ ! -s $(DEBUG_BG).status ]; then \
+		if { [ ! -e $(DEBUG_BG).lock ] || flock -n $(DEBUG_BG).lock true; } && \
+		   [ ! -s $(DEBUG_BG).status ]; then \
 			echo "debug kernels: no build under way and none finished: make debug-kernels-start" >&2; exit 1; \
 		fi; \
 		sleep 5; t=$$((t + 5)); \
