@@ -498,7 +498,8 @@ int main(int argc, char **argv)
 		const char *why;
 		bool kernel = tsc_time_path(&why) == TSC_SYSCLOCK_KERNEL;
 		double fence = median[1] < median[2] ? median[1] : median[2];
-		double exact_floor = median[sysclock.use_rdtscp ? 20 : 19];
+		bool front_rdtscp = __atomic_load_n(&tsc__time.use_rdtscp, __ATOMIC_RELAXED);
+		double exact_floor = median[front_rdtscp ? 20 : 19];
 		double same = kernel ? median[10] : median[24], same_u = kernel ? median[16] : median[25];
 
 		printf("the front door (tsc_monotonic_ns(): %s):\n", why);
@@ -507,7 +508,7 @@ int main(int argc, char **argv)
 		printf("  unordered / the struct reader on its path    %.3fx  (target <= 1.01)\n",
 		       median[22] / same_u);
 		printf("  ordered / the exact arithmetic after %-7s %.3fx  (target <= 1.03; init's pick)\n",
-		       sysclock.use_rdtscp ? "rdtscp" : "lfence", median[21] / exact_floor);
+		       front_rdtscp ? "rdtscp" : "lfence", median[21] / exact_floor);
 		printf("  unordered / the exact arithmetic after rdtsc %.3fx  (target <= 1.03)\n",
 		       median[22] / median[18]);
 		printf("  tsc_realtime_ns / tsc_monotonic_ns           %.3fx  (the same cache line)\n",

@@ -908,13 +908,13 @@ TEST_F(disc, the_helper_holds_a_lease)
 /*
  * The kernel's count of the helper thread's sleeps (voluntary context
  * switches) and of its CPU time, in clock ticks: found by its name, as a
- * process's only helper.  False if there is none.
+ * process's only helper.  False if there is none, or either is unread.
  */
 static bool helper_usage(unsigned long *sleeps, unsigned long *ticks)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
-	bool found = false;
+	bool found = false, got_sleeps = false, got_ticks = false;
 
 	if (!d)
 		return false;
@@ -933,8 +933,10 @@ static bool helper_usage(unsigned long *sleeps, unsigned long *ticks)
 		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
 		f = fopen(path, "r");
 		while (f && fgets(line, sizeof(line), f))
-			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+			if (!strncmp(line, "voluntary_ctxt_switches:", 24)) {
 				*sleeps = strtoul(line + 24, NULL, 10);
+				got_sleeps = true;
+			}
 		if (f)
 			(void)fclose(f);
 		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
@@ -949,13 +951,14 @@ static bool helper_usage(unsigned long *sleeps, unsigned long *ticks)
 				unsigned long ut = strtoul(p, &end, 10);
 
 				*ticks = ut + strtoul(end, NULL, 10);
+				got_ticks = true;
 			}
 		}
 		if (f)
 			(void)fclose(f);
 	}
 	(void)closedir(d);
-	return found;
+	return found && got_sleeps && got_ticks;
 }
 
 /*
