@@ -433,6 +433,9 @@ int main(int argc, char **argv)
 	       median[4] / median[8]);
 	printf("  start + end / clock_gettime          %.3fx  (one timed section)\n",
 	       (median[7] + median[4]) / median[5]);
+	bool disc = disc_clock.path == TSC_SYSCLOCK_DISCIPLINED;
+	const char *none = "clock_gettime(): no disciplined clock here";
+
 	{
 		/*
 		 * The ordered readers' floor: the exact arithmetic after the
@@ -444,8 +447,6 @@ int main(int argc, char **argv)
 		bool p = sysclock.use_rdtscp;
 		const char *picked = p ? "rdtscp" : "lfence;rdtsc";
 		double floor_ = FLOOR(sysclock), fence = median[1] < median[2] ? median[1] : median[2];
-		bool disc = disc_clock.path == TSC_SYSCLOCK_DISCIPLINED;
-		const char *none = "clock_gettime(): no disciplined clock here";
 
 		printf("the system clocks (tsc_sysclock), ordered, against the exact arithmetic after the read each clock's init picked (%s for this machine's; the floor for any exact ordered clock):\n",
 		       picked);
@@ -480,13 +481,9 @@ int main(int argc, char **argv)
 	       sysclock.path == TSC_SYSCLOCK_KERNEL ? "the module's page; target <= 1.03" :
 	       "clock_gettime(): no page to read here");
 	printf("  disciplined, its helper syncing      %.3fx  (%s)\n", median[17] / median[18],
-	       disc_clock.path == TSC_SYSCLOCK_DISCIPLINED ?
-	       "the library's own page; target <= 1.03" :
-	       "clock_gettime(): no disciplined clock here");
+	       disc ? "the library's own page; target <= 1.03" : none);
 	printf("  disciplined, its readers syncing     %.3fx  (%s)\n", median[25] / median[18],
-	       disc_clock.path == TSC_SYSCLOCK_DISCIPLINED ?
-	       "the library's own page; target <= 1.03" :
-	       "clock_gettime(): no disciplined clock here");
+	       disc ? "the library's own page; target <= 1.03" : none);
 	printf("  that floor / rdtsc                   %.3fx  (what the arithmetic costs)\n",
 	       median[18] / median[0]);
 	{

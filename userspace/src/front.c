@@ -102,6 +102,20 @@ static bool ensure(bool wait)
 	return true;
 }
 
+/*
+ * A reader's set-up, if none was made: errno kept around it (it opens
+ * files); the reads after keep errno themselves.
+ */
+static inline void reader_ensure(void)
+{
+	if (!__atomic_load_n(&clk.set, __ATOMIC_ACQUIRE)) {
+		int saved = errno;
+
+		(void)ensure(false);
+		errno = saved;
+	}
+}
+
 uint64_t tsc__time_slow(int clock)
 {
 	/*
@@ -109,29 +123,18 @@ uint64_t tsc__time_slow(int clock)
 	 * is set up, this costs what the struct reader's slow path does (a
 	 * tail call; tsc__clock_slow() keeps errno itself).
 	 */
-	if (!__atomic_load_n(&clk.set, __ATOMIC_ACQUIRE)) {
-		int saved = errno;
-
-		(void)ensure(false);
-		errno = saved;
-	}
+	reader_ensure();
 	return tsc__clock_slow(&tsc__time.page, &tsc__time.max_delta, &tsc__time.use_rdtscp,
 			       __atomic_load_n(&clk.disc, __ATOMIC_ACQUIRE), clock);
 }
 
 /*
  * A bounded reading, the clock set up first if need be (a reader: it
- * does not wait).  As in tsc__time_slow(), errno is saved only around
- * the set-up: tsc__bounded() keeps it itself.
+ * does not wait; tsc__bounded() keeps errno itself).
  */
 void tsc__time_bounded_slow(struct tsc_time_bound *b)
 {
-	if (!__atomic_load_n(&clk.set, __ATOMIC_ACQUIRE)) {
-		int saved = errno;
-
-		(void)ensure(false);
-		errno = saved;
-	}
+	reader_ensure();
 	tsc__bounded(&tsc__time.bound, &tsc__time.page, &tsc__time.use_rdtscp, b, NULL);
 }
 

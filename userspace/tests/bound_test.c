@@ -568,6 +568,22 @@ static void refresh_soon(struct __test_metadata *_metadata, FIXTURE_DATA(bound) 
 	fake_page_publish(_metadata, self->path, &self->p);
 }
 
+/* REALTIME stepped by ns on the page, as the kernel rewrites it. */
+static void page_step(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self, int64_t ns)
+{
+	self->p.real_off += ns;
+	refresh_soon(_metadata, self);
+}
+
+/* The daemon states maxerror 800 us; b: a reading after the next refresh, a second on. */
+static void read_after_the_daemon_spoke(struct __test_metadata *_metadata,
+					FIXTURE_DATA(bound) *self, struct tsc_time_bound *b)
+{
+	kern_set(800, STA_PLL | STA_NANO);
+	usleep(1100000);
+	read_checked(_metadata, b, &self->c, &self->clk, &self->p);
+}
+
 /* The skew term after a refresh: its ns, or UINT64_MAX with the flag. */
 static uint64_t skew_now(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self)
 {
@@ -1022,10 +1038,7 @@ TEST_F(bound, disruptions_on_the_page)
 	EXPECT_EQ(2u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
 
 	/* A step of REALTIME: counted before this read returns, and no bound. */
-	self->p.generation++;
-	self->p.real_off += 5000000;
-	self->p.seq += 2;
-	fake_page_publish(_metadata, self->path, &self->p);
+	page_step(_metadata, self, 5000000);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_EQ(3u, b.disruptions);
 	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
@@ -1054,9 +1067,7 @@ TEST_F(bound, disruptions_on_the_page)
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
 	/* The daemon speaks: a bound again, at the next refresh. */
-	kern_set(800, STA_PLL | STA_NANO);
-	usleep(1100000);
-	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	read_after_the_daemon_spoke(_metadata, self, &b);
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
 	EXPECT_NE(UINT64_MAX, b.latest);
 	EXPECT_EQ(4u, b.disruptions);
@@ -1073,19 +1084,14 @@ TEST_F(bound, disrupted_until_the_daemon_speaks_after_a_late_read)
 	struct tsc_time_bound b;
 
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
-	self->p.generation++;
-	self->p.real_off -= 7000000;
-	self->p.seq += 2;
-	fake_page_publish(_metadata, self->path, &self->p);
+	page_step(_metadata, self, -7000000);
 	kern.late_us = 2000000;
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	ASSERT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
 	usleep(1050000);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("cleared, though the daemon never spoke");
-	kern_set(800, STA_PLL | STA_NANO);
-	usleep(1100000);
-	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	read_after_the_daemon_spoke(_metadata, self, &b);
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("the daemon spoke: flags %#x", b.flags);
 }
 
@@ -1103,19 +1109,14 @@ TEST_F(bound, disrupted_while_the_kernels_tick_is_late)
 	while (now(CLOCK_MONOTONIC) % 1000000000 < 50000000 ||
 	       now(CLOCK_MONOTONIC) % 1000000000 >= 150000000)
 		usleep(10000);
-	self->p.generation++;
-	self->p.real_off -= 7000000;
-	self->p.seq += 2;
-	fake_page_publish(_metadata, self->path, &self->p);
+	page_step(_metadata, self, -7000000);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	ASSERT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
 	kern.turn_lag_ns = 300000000;
 	usleep(1020000);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("cleared, though the daemon never spoke");
-	kern_set(800, STA_PLL | STA_NANO);
-	usleep(1100000);
-	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	read_after_the_daemon_spoke(_metadata, self, &b);
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("the daemon spoke: flags %#x", b.flags);
 }
 
@@ -1213,9 +1214,7 @@ TEST_F(bound, a_vmclock_disruption)
 		      t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
 
 	/* The daemon speaks: a bound again. */
-	kern_set(800, STA_PLL | STA_NANO);
-	usleep(1100000);
-	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	read_after_the_daemon_spoke(_metadata, self, &b);
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
 
 	/* The generation, where the hypervisor keeps one: its first reading is no change. */
@@ -1253,9 +1252,7 @@ TEST_F(bound, a_step_and_a_vmclock_disruption_at_once)
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
 	ASSERT_EQ(6u, t.vmclock_marker);
 	ASSERT_EQ(1u, t.disruptions) TH_LOG("the marker's first move");
-	kern_set(800, STA_PLL | STA_NANO);
-	usleep(1100000);
-	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	read_after_the_daemon_spoke(_metadata, self, &b);
 	ASSERT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
 
 	self->p.generation = 9;
@@ -1372,10 +1369,7 @@ TEST_F(bound, racing_readers_count_a_step_once)
 	for (int i = 0; i < 4; i++)
 		ASSERT_EQ(0, pthread_create(&th[i], NULL, race, &r));
 	usleep(50000);
-	self->p.generation++;
-	self->p.real_off -= 7000000;
-	self->p.seq += 2;
-	fake_page_publish(_metadata, self->path, &self->p);
+	page_step(_metadata, self, -7000000);
 	usleep(50000);
 	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
 	for (int i = 0; i < 4; i++)
@@ -1399,10 +1393,7 @@ TEST_F(bound, a_reader_beside_a_refresh_publishing)
 
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
-	self->p.generation++;
-	self->p.real_off -= 7000000;
-	self->p.seq += 2;
-	fake_page_publish(_metadata, self->path, &self->p);
+	page_step(_metadata, self, -7000000);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	ASSERT_TRUE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("a 7 ms step: flags %#x", b.flags);
 	usleep(1100000);	/* the state a second old: the next reader refreshes */
