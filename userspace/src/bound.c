@@ -209,11 +209,18 @@ struct shot {
 	struct rate_pair raw;		/* the TSC against MONOTONIC_RAW */
 };
 
+/* Disruptions counted: in all, and by cause (enum tsc_disruption). */
+struct counts {
+	uint32_t total;
+	uint32_t by_cause[8];
+};
+
 struct state {
 	struct tsc__bound line;		/* the fast path's: first, one cache line */
 	struct shot shot;		/* under line.seq too */
 	int refreshing;			/* the refresher's, by compare-and-swap */
 	bool published;			/* a shot was: readers judge by the state since */
+	struct counts seeded;		/* count_on()'s: where its counts began */
 	/* The refresher's own: */
 	bool disrupted;
 	long disrupted_maxerror_us;	/* the kernel's maxerror when it was */
@@ -268,6 +275,8 @@ static const char *root_of(const struct state *s)
 	return s->root ? s->root : tsc__sysfs_root(NULL);
 }
 
+static void count_on(struct state *s);
+
 struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_timepage *page)
 {
 	struct state *s;
@@ -294,6 +303,7 @@ struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_ti
 			if (tsc__vmclock_read(&s->vm_seen))
 				s->vm_seen = (struct tsc__vmclock){ .present = false };
 			s->line.seq = 1;
+			count_on(s);
 			s->next = states;
 			states = s;
 		} else {
@@ -962,6 +972,54 @@ static bool publish_waited(const struct state *s, struct shot *k)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * A new state counts on from the others of its root: a clock set up anew
+ * never shows fewer disruptions than one set up before it, and where one
+ * of those was read on another path (none, or a page the module has since
+ * replaced), one clocksource change more.  Every set-up makes the root's
+ * state without a page first, unread unless its clocks read
+ * clock_gettime().  A state's count is at least its seed, written once,
+ * under states_lock, which this holds; its published shot's is copied
+ * under seq, a bounded number of tries (one held up publishing is passed
+ * over).
+ */
+static void count_on(struct state *s)
+{
+	struct counts best = { 0 };
+	bool other_path = false;
+
+	for (const struct state *o = states; o; o = o->next) {
+		struct counts c = o->seeded;
+
+		if (strcmp(o->root, s->root) != 0)
+			continue;
+		for (int i = 0; i < PUBLISH_SPINS && __atomic_load_n(&o->published, __ATOMIC_ACQUIRE); i++) {
+			uint32_t seq = __atomic_load_n(&o->line.seq, __ATOMIC_ACQUIRE);
+			struct counts k = { .total = o->shot.disruptions };
+
+			memcpy(k.by_cause, o->shot.by_cause, sizeof(k.by_cause));
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			if (!(seq & 1) && __atomic_load_n(&o->line.seq, __ATOMIC_RELAXED) == seq) {
+				if (k.total > c.total)
+					c = k;
+				other_path = true;
+				break;
+			}
+			__builtin_ia32_pause();
+		}
+		if (c.total > best.total)
+			best = c;
+	}
+	if (other_path) {
+		best.total++;
+		best.by_cause[TSC_DISRUPTION_CLOCKSOURCE]++;
+	}
+	s->seeded = best;
+	s->shot.disruptions = best.total;
+	memcpy(s->shot.by_cause, best.by_cause, sizeof(best.by_cause));
+	s->line.disruptions = best.total;
 }
 
 /* Refresh, if nobody is: true if this call did. */

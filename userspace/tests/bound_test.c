@@ -1074,6 +1074,45 @@ TEST_F(bound, disruptions_on_the_page)
 }
 
 /*
+ * The module reloaded: a clock set up on its new page counts on from the
+ * old page's clock, plus the change of path, though the old one was not
+ * read since its page went.  Another set-up on the same page counts
+ * with it.
+ */
+TEST_F(bound, a_new_set_up_counts_on)
+{
+	TSC_SYSCLOCK_OPTS(so, .sysfs_root = self->dir);
+	TSC_BOUND_TERMS(t);
+	TSC_SYSCLOCK(d);
+	TSC_SYSCLOCK(e);
+	struct tsc_time_bound b;
+
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	page_step(_metadata, self, 5000000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	ASSERT_EQ(1u, b.disruptions);
+	self->p.flags = TSCFK_CLOCK_GONE;
+	self->p.seq += 1;
+	fake_page_publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, unlink(self->path));
+	self->p.flags = TSCFK_CLOCK_TSC;
+	self->p.seq = 2;
+	fake_page_publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, tsc_sysclock_init(&d, &so)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, d.path) TH_LOG("%s", d.why);
+	tsc_sysclock_realtime_bounded(&d, &b);
+	EXPECT_EQ(2u, b.disruptions) TH_LOG("the old clock's step and the new page");
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&d, &t));
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+	ASSERT_EQ(0, tsc_sysclock_init(&e, &so)) TH_LOG("%s", tsc_last_error());
+	tsc_sysclock_realtime_bounded(&e, &b);
+	EXPECT_EQ(2u, b.disruptions) TH_LOG("one page, one count");
+	tsc_sysclock_fini(&e);
+	tsc_sysclock_fini(&d);
+}
+
+/*
  * The refresh that saw a step read the kernel's maxerror 2 s after the
  * page (preempted between them).  A second later the kernel alone has
  * added one turn's 500 us, perhaps two: still disrupted, however late
