@@ -114,7 +114,7 @@ q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 cmdrel=build/vm/cmd.$$
 # QEMU's monitor, for --power-button: a socket of this run's own.
 mon=$build/monitor.$$
-trap 'rm -f "$repo/$cmdrel" "$log.pid" "$mon"' EXIT
+trap 'rm -f "$repo/$cmdrel" "$log.pid" "$log.hung-mark" "$mon"' EXIT
 {
 	echo "cd $(q "$repo") || exit 125"
 	echo "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb"
@@ -165,7 +165,9 @@ text_poke_trap() {
 # kernel's boot, before anything of ours ran (seen once: 6.1 with 4 vCPUs,
 # a CPU stuck leaving idle at 1.2 s, RCU stalls until the timeout).  It is
 # stopped and booted once more, its log kept aside, rather than spending
-# the whole timeout.  Exits 3 if it stopped the guest.
+# the whole timeout.  It marks the stop ($log.hung-mark) before it kills:
+# the guest's end wakes the caller, who then stops this watcher, perhaps
+# before it could return, so no exit status of its can say so.
 boot_watch() {
 	local waited=0
 	while ((waited < boot_tmo)); do
@@ -175,9 +177,9 @@ boot_watch() {
 	done
 	# Only our qemu: the pid file may be a dead one's, its pid reused.
 	local pid
-	pid=$(cat "$log.pid") && grep -aqF -- "$log.pid" "/proc/$pid/cmdline" &&
-		kill "$pid" || return 1
-	return 3
+	pid=$(cat "$log.pid") && grep -aqF -- "$log.pid" "/proc/$pid/cmdline" || return 1
+	: >"$log.hung-mark"
+	kill "$pid" || rm -f "$log.hung-mark"
 }
 # --power-button: the guest asks for a press of its ACPI power button, its
 # wake-up source from suspend-to-idle, with a line "vmrun: press the power
@@ -222,6 +224,7 @@ shopt -s lastpipe
 interrupted=''
 trap 'interrupted=1' INT TERM
 : >"$log"
+rm -f "$log.hung-mark"
 set +e
 # A guest that stops before the command starts never ran anything of ours:
 # that is the emulator (seen once in hundreds of boots: 6.1, 4 vCPUs, gone
@@ -256,7 +259,9 @@ for attempt in 1 2 3; do
 	[[ -z $bwatch ]] || { kill "$bwatch" 2>/dev/null; wait "$bwatch"; }
 	kill "$watch" 2>/dev/null
 	wait "$watch"
-	hung=$(($? == 3))
+	hung=0
+	[[ ! -e $log.hung-mark ]] || hung=1
+	rm -f "$log.hung-mark"
 	if ((hung)) && [[ -z $interrupted ]]; then
 		((hangs++ == 0 && attempt < 3)) || break
 		mv "$log" "$log.hung"

@@ -93,10 +93,10 @@ ktap_check "another death before the command: booted again, and its trouble stil
 	test "$st" -ne 0 -a "$boots" = 2
 run "[    1.17] secondary_startup_64_no_verify+0xe5/0xeb" hang "$started
 $passed" 1
-ktap_check "a guest hung before the command: stopped at the boot timeout, booted again, passes" \
+ktap_check "a guest hung before the command: stopped at the boot timeout, booted again, passes (said $st, $boots boots)" \
 	test "$st $boots" = "0 2" -a -e "$tmp/log.hung"
 run "" hang "" hang
-ktap_check "a guest hung before the command twice: a timeout" \
+ktap_check "a guest hung before the command twice: a timeout (said $st, $boots boots)" \
 	test "$st $boots" = "124 2"
 run "$started" 124
 ktap_check "no status when the timeout ends the guest: a timeout (said $st)" test "$st" = 124
