@@ -6,10 +6,13 @@
  *
  *   exact        struct tsc_sysclock on the module's page: clock_gettime()
  *                between two library reads around it; violations counted.
- *   disciplined  struct tsc_sysclock, TSC_DISCIPLINE_HELPER, on an empty
- *                sysfs root (no page): the largest |library - system|, how
- *                often MONOTONIC went back, and after a phase began how
- *                long until every clock was within 20 us again.
+ *   disciplined  struct tsc_sysclock on an empty sysfs root (no page),
+ *                twice: synced by its helper (TSC_DISCIPLINE_HELPER), and
+ *                by its readers (TSC_DISCIPLINE_READERS, the front door's
+ *                way; here this thread's own reads sync it): the largest
+ *                |library - system|, how often MONOTONIC went back, and
+ *                after a phase began how long until every clock was
+ *                within 20 us again.
  *   anchored     struct tsc_clock, tsc_clock_now_unordered(): anchored once
  *                at the raw rate, against CLOCK_MONOTONIC.
  *
@@ -18,14 +21,14 @@
  *             (run it in a guest; make check does, in vm-bench-smoke)
  *   --quick   6 s per phase instead of 60
  *   --assert  exit 1 unless: no exact violations (where the page is the
- *             kernel's), the disciplined MONOTONIC never went back, its
+ *             kernel's), each disciplined MONOTONIC never went back, its
  *             error within 2 ms through slews of 500 ppm, and every phase
  *             back within 20 us after at most 4 s: a change of rate is
  *             taken at the next sync (from the kernel's NTP state), and
  *             the error until then slewed out over the second after
  *             (tsc_sysclock_sync(3)).
  *
- * The last holds while the helper syncs about once a second.  One
+ * The last holds while a clock syncs about once a second.  A helper
  * starved by the host (a guest's vCPU not run: TCG on a busy machine), or
  * whose samples stay too noisy to use, syncs late, and then, by design,
  * corrects over the longest of its last intervals: a phase in which, or
@@ -35,8 +38,9 @@
  * a new cycle_last), not off this thread's samples, which the host may
  * starve on their own.  Fewer than MIN_JUDGED of the four phases whose
  * rate changes judged fails: a helper that is always late is a fault.
- * The 2 ms holds late or not: the page is read 1.25 s past its start
- * at most (the helper's lease).
+ * A clock its readers sync is late with them: this thread, starved.  The
+ * 2 ms holds late or not: the page is read 1.25 s past its start at most
+ * (the helper's lease; the readers sync at a period).
  * Exit 4 (skip) when not root (the clocks cannot be slewed) or without
  * --adjust-clocks.
  */
@@ -108,39 +112,44 @@ static int step_s(int s)
 	return clock_settime(CLOCK_REALTIME, &ts) ? -errno : 0;
 }
 
-struct result {
-	uint64_t exact_viol, exact_samples;
-	int64_t disc_max[3], anchored_max;
-	uint64_t disc_back;
-	int64_t converged_ns;	/* -1: never within CONVERGED_NS to the end */
-	unsigned int syncs;	/* the disciplined clock's, in the phase */
-	int64_t longest_gap_ns;	/* between syncs, the phase's and the four before */
-};
-
-/*
- * The disciplined clock's syncs: the TSC at the last, its rate, and the
- * last HORIZON_SYNCS intervals between them, across phases.
- */
-static struct {
+/* A disciplined clock, one per way of syncing it. */
+struct disc {
+	const char *name;
+	struct tsc_sysclock *c;
+	/* Its syncs: the TSC at the last, its rate, the last intervals between them. */
 	uint64_t last_t;
 	double ns_per_tick;
 	int64_t gaps[HORIZON_SYNCS];
-} syncs;
+};
 
-/* A sync since the last look: counted, its interval kept. */
-static void see_syncs(struct result *r, const struct tsc_sysclock *disc)
+struct disc_result {
+	int64_t max[3];
+	uint64_t back;
+	int64_t converged_ns;	/* -1: never within CONVERGED_NS to the end */
+	unsigned int syncs;	/* in the phase */
+	int64_t longest_gap_ns;	/* between syncs, the phase's and the four before */
+};
+
+struct result {
+	uint64_t exact_viol, exact_samples;
+	int64_t anchored_max;
+	struct disc_result disc[2];
+};
+
+/* A sync since the last look (a segment at a new cycle_last): counted, its interval kept. */
+static void see_syncs(struct disc_result *r, struct disc *d)
 {
-	uint64_t t = page_segment_start(disc);
+	uint64_t t = page_segment_start(d->c);
 	int64_t gap;
 
-	if (!t || t == syncs.last_t)
+	if (!t || t == d->last_t)
 		return;
-	gap = (int64_t)((double)(t - syncs.last_t) * syncs.ns_per_tick);
-	syncs.last_t = t;
+	gap = (int64_t)((double)(t - d->last_t) * d->ns_per_tick);
+	d->last_t = t;
 	if (gap < SAME_SYNC_NS)
 		return;
-	memmove(&syncs.gaps[1], &syncs.gaps[0], sizeof(syncs.gaps) - sizeof(syncs.gaps[0]));
-	syncs.gaps[0] = gap;
+	memmove(&d->gaps[1], &d->gaps[0], sizeof(d->gaps) - sizeof(d->gaps[0]));
+	d->gaps[0] = gap;
 	r->syncs++;
 	if (gap > r->longest_gap_ns)
 		r->longest_gap_ns = gap;
@@ -151,47 +160,54 @@ static int64_t absd(int64_t x)
 	return x < 0 ? -x : x;
 }
 
-/* One phase: sample every ms for secs seconds. */
+/*
+ * One round of a disciplined clock: its three clocks against the
+ * system's, and MONOTONIC against its last; the worst error returned.
+ */
+static int64_t disc_round(struct disc_result *r, struct disc *d, int64_t *prev_mono)
+{
+	int64_t worst = 0, m;
+
+	for (int k = 0; k < 3; k++) {
+		int64_t a = ns(ids[k]), e = lib(d->c, k), b = ns(ids[k]);
+
+		e = absd(e < a ? e - a : e > b ? e - b : 0);
+		if (e > r->max[k])
+			r->max[k] = e;
+		if (e > worst)
+			worst = e;
+	}
+	m = lib(d->c, 1);
+	r->back += m < *prev_mono;
+	*prev_mono = m;
+	see_syncs(r, d);
+	return worst;
+}
+
+/* One phase: sample every ms for secs seconds; ndisc disciplined clocks. */
 static void run_phase(struct result *r, const struct tsc_sysclock *exact,
-		      const struct tsc_sysclock *disc, const struct tsc_clock *anchored,
+		      struct disc *discs, int ndisc, const struct tsc_clock *anchored,
 		      int secs)
 {
-	int64_t start = ns(CLOCK_MONOTONIC), last_bad = 0, prev_mono = 0;
+	int64_t start = ns(CLOCK_MONOTONIC), last_bad[2] = { 0 }, prev_mono[2] = { 0 };
 
 	memset(r, 0, sizeof(*r));
-	for (int i = 0; disc && i < HORIZON_SYNCS; i++)
-		if (syncs.gaps[i] > r->longest_gap_ns)
-			r->longest_gap_ns = syncs.gaps[i];
+	for (int j = 0; j < ndisc; j++)
+		for (int i = 0; i < HORIZON_SYNCS; i++)
+			if (discs[j].gaps[i] > r->disc[j].longest_gap_ns)
+				r->disc[j].longest_gap_ns = discs[j].gaps[i];
 	while (ns(CLOCK_MONOTONIC) - start < (int64_t)secs * 1000000000) {
-		int64_t worst = 0;
 		struct timespec ms = { .tv_nsec = 1000000 };
 
-		for (int k = 0; k < 3; k++) {
-			if (exact && exact->path == TSC_SYSCLOCK_KERNEL) {
-				int64_t a = lib(exact, k), s = ns(ids[k]), b = lib(exact, k);
+		for (int k = 0; exact->path == TSC_SYSCLOCK_KERNEL && k < 3; k++) {
+			int64_t a = lib(exact, k), s = ns(ids[k]), b = lib(exact, k);
 
-				r->exact_viol += s < a || s > b;
-				r->exact_samples++;
-			}
-			if (disc) {
-				int64_t a = ns(ids[k]), e = lib(disc, k), b = ns(ids[k]);
-
-				e = e < a ? e - a : e > b ? e - b : 0;
-				if (absd(e) > r->disc_max[k])
-					r->disc_max[k] = absd(e);
-				if (absd(e) > worst)
-					worst = absd(e);
-			}
+			r->exact_viol += s < a || s > b;
+			r->exact_samples++;
 		}
-		if (disc) {
-			int64_t m = lib(disc, 1);
-
-			r->disc_back += m < prev_mono;
-			prev_mono = m;
-			if (worst > CONVERGED_NS)
-				last_bad = ns(CLOCK_MONOTONIC) - start;
-			see_syncs(r, disc);
-		}
+		for (int j = 0; j < ndisc; j++)
+			if (disc_round(&r->disc[j], &discs[j], &prev_mono[j]) > CONVERGED_NS)
+				last_bad[j] = ns(CLOCK_MONOTONIC) - start;
 		{
 			int64_t a = ns(CLOCK_MONOTONIC), v = (int64_t)tsc_clock_now_unordered(anchored);
 			int64_t b = ns(CLOCK_MONOTONIC);
@@ -202,15 +218,50 @@ static void run_phase(struct result *r, const struct tsc_sysclock *exact,
 		}
 		nanosleep(&ms, NULL);
 	}
-	r->converged_ns = last_bad >= (int64_t)secs * 1000000000 - 50000000 ? -1 : last_bad;
-	if (disc) {
+	for (int j = 0; j < ndisc; j++) {
+		struct disc_result *d = &r->disc[j];
 		/* The sync still due at the end is late too, if it is. */
-		int64_t open = (int64_t)((double)(tsc_rdtsc_ordered() - syncs.last_t) *
-					 syncs.ns_per_tick);
+		int64_t open = (int64_t)((double)(tsc_rdtsc_ordered() - discs[j].last_t) *
+					 discs[j].ns_per_tick);
 
-		if (open > r->longest_gap_ns)
-			r->longest_gap_ns = open;
+		d->converged_ns = last_bad[j] >= (int64_t)secs * 1000000000 - 50000000 ?
+				  -1 : last_bad[j];
+		if (open > d->longest_gap_ns)
+			d->longest_gap_ns = open;
 	}
+}
+
+/*
+ * A disciplined clock on a root without a page, synced the way asked:
+ * 0, or 1 (said why) where one should be and is not; -1 on an error.
+ */
+static int disc_init(struct disc *d, const char *root, enum tsc_sysclock_discipline how)
+{
+	TSC_SYSCLOCK_OPTS(o, .sysfs_root = root, .discipline = how);
+	uint64_t millihz;
+
+	if (tsc_sysclock_init(d->c, &o)) {
+		fprintf(stderr, "clock_accuracy: %s: %s\n", d->name, tsc_last_error());
+		return -1;
+	}
+	/* Where the kernel offers tsc, the disciplined clock is no option. */
+	if (d->c->path != TSC_SYSCLOCK_DISCIPLINED)
+		return strstr(d->c->why, "does not offer tsc") ? 0 : 1;
+	if (tsc_sysclock_rate(d->c, &millihz)) {
+		fprintf(stderr, "clock_accuracy: %s\n", tsc_last_error());
+		return -1;
+	}
+	d->ns_per_tick = 1e12 / (double)millihz;
+	/* A clock its readers sync syncs first at its first read. */
+	for (int tries = 0; tries < 1000 && !d->last_t; tries++) {
+		(void)tsc_sysclock_monotonic(d->c);
+		d->last_t = page_segment_start(d->c);
+	}
+	if (!d->last_t) {
+		fprintf(stderr, "clock_accuracy: the %s clock's page never read even\n", d->name);
+		return -1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -227,9 +278,14 @@ int main(int argc, char **argv)
 	};
 	bool quick = false, check = false, adjust = false;
 	TSC_SYSCLOCK(exact);
-	TSC_SYSCLOCK(disc);
+	TSC_SYSCLOCK(helper);
+	TSC_SYSCLOCK(readers);
 	TSC_CLOCK(anchored);
-	int secs, failed = 0, judged = 0;
+	struct disc discs[2] = {
+		{ .name = "helper", .c = &helper }, { .name = "readers", .c = &readers },
+	};
+	int secs, failed = 0, judged[2] = { 0 }, ndisc = 0;
+	const char *root;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
@@ -265,50 +321,34 @@ int main(int argc, char **argv)
 		fprintf(stderr, "clock_accuracy: %s\n", tsc_last_error());
 		return 1;
 	}
-	{
-		const char *root = no_page_root();
-		TSC_SYSCLOCK_OPTS(o, .sysfs_root = root, .discipline = TSC_DISCIPLINE_HELPER);
+	root = no_page_root();
+	if (!root) {
+		perror("clock_accuracy: a sysfs root without a page");
+		return 1;
+	}
+	for (int j = 0; j < 2; j++) {
+		int err = disc_init(&discs[j], root, j ? TSC_DISCIPLINE_READERS :
+				    TSC_DISCIPLINE_HELPER);
 
-		if (!root) {
-			perror("clock_accuracy: a sysfs root without a page");
+		if (err < 0)
 			return 1;
-		}
-		if (tsc_sysclock_init(&disc, &o)) {
-			fprintf(stderr, "clock_accuracy: %s\n", tsc_last_error());
-			return 1;
-		}
+		if (err)
+			printf("clock_accuracy: no disciplined clock (%s) where there should be one: %s\n",
+			       discs[j].name, discs[j].c->why);
+		failed |= err;
 	}
-	/* Where the kernel offers tsc, the disciplined clock is no option. */
-	if (disc.path != TSC_SYSCLOCK_DISCIPLINED && !strstr(disc.why, "does not offer tsc")) {
-		printf("clock_accuracy: no disciplined clock where there should be one: %s\n",
-		       disc.why);
-		failed = 1;
-	}
-	if (disc.path == TSC_SYSCLOCK_DISCIPLINED) {
-		uint64_t millihz;
-
-		if (tsc_sysclock_rate(&disc, &millihz)) {
-			fprintf(stderr, "clock_accuracy: %s\n", tsc_last_error());
-			return 1;
-		}
-		syncs.ns_per_tick = 1e12 / (double)millihz;
-		for (int tries = 0; tries < 1000 && !syncs.last_t; tries++)
-			syncs.last_t = page_segment_start(&disc);
-		if (!syncs.last_t) {
-			fprintf(stderr, "clock_accuracy: the disciplined clock's page never read even\n");
-			return 1;
-		}
-	}
+	/* Both or neither: the same root, the same kernel. */
+	if (helper.path == TSC_SYSCLOCK_DISCIPLINED && readers.path == TSC_SYSCLOCK_DISCIPLINED)
+		ndisc = 2;
 	printf("exact:       %s\n", exact.why);
-	printf("disciplined: %s\n", disc.why);
-	printf("%d s per phase; rounds of the three clocks, 1 ms apart\n", secs);
-	printf("%-10s %14s | %12s %12s %12s %6s %12s %5s %10s | %14s\n", "phase", "exact viol.",
-	       "disc REAL", "disc MONO", "disc BOOT", "back", "converged", "syncs",
-	       "sync gap", "anchored MONO");
+	printf("disciplined: %s\n", helper.why);
+	printf("%d s per phase; rounds of the clocks, 1 ms apart\n", secs);
+	printf("%-10s %14s | %-7s %12s %12s %12s %6s %10s %5s %9s | %14s\n", "phase",
+	       "exact viol.", "synced", "disc REAL", "disc MONO", "disc BOOT", "back",
+	       "converged", "syncs", "sync gap", "anchored MONO");
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
 		struct result r;
-		char conv[32], viol[32], gap[32];
-		bool judge;
+		char viol[32];
 		int err = set_freq_ppm(phases[i].ppm);
 
 		if (!err && phases[i].step)
@@ -318,52 +358,55 @@ int main(int argc, char **argv)
 			failed = 1;
 			break;
 		}
-		run_phase(&r, &exact, disc.path == TSC_SYSCLOCK_DISCIPLINED ? &disc : NULL,
-			  &anchored, secs);
+		run_phase(&r, &exact, discs, ndisc, &anchored, secs);
 		if (exact.path == TSC_SYSCLOCK_KERNEL)
 			snprintf(viol, sizeof(viol), "%llu/%llu", (unsigned long long)r.exact_viol,
 				 (unsigned long long)r.exact_samples);
 		else
 			snprintf(viol, sizeof(viol), "n/a");
-		if (r.converged_ns < 0)
-			snprintf(conv, sizeof(conv), "never");
-		else
-			snprintf(conv, sizeof(conv), "%.3f s", (double)r.converged_ns / 1e9);
-		judge = r.longest_gap_ns <= LATE_SYNC_NS;
-		snprintf(gap, sizeof(gap), "%.2f s%s", (double)r.longest_gap_ns / 1e9,
-			 judge ? "" : " *");
-		if (disc.path == TSC_SYSCLOCK_DISCIPLINED)
-			printf("%-10s %14s | %9lld ns %9lld ns %9lld ns %6llu %12s %5u %10s | %11lld ns\n",
-			       phases[i].name, viol, (long long)r.disc_max[0],
-			       (long long)r.disc_max[1], (long long)r.disc_max[2],
-			       (unsigned long long)r.disc_back, conv, r.syncs, gap,
-			       (long long)r.anchored_max);
-		else
-			printf("%-10s %14s | %12s %12s %12s %6s %12s %5s %10s | %11lld ns\n",
+		if (!ndisc)
+			printf("%-10s %14s | %-7s %12s %12s %12s %6s %10s %5s %9s | %11lld ns\n",
 			       phases[i].name, viol, "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
-			       "n/a", (long long)r.anchored_max);
+			       "n/a", "n/a", (long long)r.anchored_max);
 		if (exact.path == TSC_SYSCLOCK_KERNEL && r.exact_viol)
 			failed = 1;
-		if (disc.path != TSC_SYSCLOCK_DISCIPLINED)
-			continue;
-		if (r.disc_back)
-			failed = 1;
-		if (!phases[i].step && r.disc_max[1] > SLEW_BOUND_NS)
-			failed = 1;
-		/* The bound that assumes a sync a second, where there was one. */
-		if (phases[i].rate_changes)
-			judged += judge;
-		if (judge && (r.converged_ns < 0 || r.converged_ns > CONVERGE_BOUND_NS))
-			failed = 1;
+		for (int j = 0; j < ndisc; j++) {
+			const struct disc_result *d = &r.disc[j];
+			bool judge = d->longest_gap_ns <= LATE_SYNC_NS;
+			char conv[32], gap[32], anch[32] = "";
+
+			if (d->converged_ns < 0)
+				snprintf(conv, sizeof(conv), "never");
+			else
+				snprintf(conv, sizeof(conv), "%.3f s", (double)d->converged_ns / 1e9);
+			snprintf(gap, sizeof(gap), "%.2f s%s", (double)d->longest_gap_ns / 1e9,
+				 judge ? "" : " *");
+			if (!j)
+				snprintf(anch, sizeof(anch), "%11lld ns", (long long)r.anchored_max);
+			printf("%-10s %14s | %-7s %9lld ns %9lld ns %9lld ns %6llu %10s %5u %9s | %14s\n",
+			       j ? "" : phases[i].name, j ? "" : viol, discs[j].name,
+			       (long long)d->max[0], (long long)d->max[1], (long long)d->max[2],
+			       (unsigned long long)d->back, conv, d->syncs, gap, anch);
+			if (d->back)
+				failed = 1;
+			if (!phases[i].step && d->max[1] > SLEW_BOUND_NS)
+				failed = 1;
+			/* The bound that assumes a sync a second, where there was one. */
+			if (phases[i].rate_changes)
+				judged[j] += judge;
+			if (judge && (d->converged_ns < 0 || d->converged_ns > CONVERGE_BOUND_NS))
+				failed = 1;
+		}
 	}
 	set_freq(freq0);
-	tsc_sysclock_fini(&disc);
+	tsc_sysclock_fini(&helper);
+	tsc_sysclock_fini(&readers);
 	printf("bounds: exact 0 violations; disciplined never back, MONOTONIC within %d us through slews, every phase within %d us again after at most %.1f s\n",
 	       SLEW_BOUND_NS / 1000, CONVERGED_NS / 1000, CONVERGE_BOUND_NS / 1e9);
-	if (disc.path == TSC_SYSCLOCK_DISCIPLINED) {
-		printf("sync gap: the longest between the helper's syncs in the phase and the %d before; * over %.1f s: convergence not judged there (%d of the 4 phases whose rate changes judged, %d at least)\n",
-		       HORIZON_SYNCS, LATE_SYNC_NS / 1e9, judged, MIN_JUDGED);
-		if (judged < MIN_JUDGED)
+	for (int j = 0; j < ndisc; j++) {
+		printf("sync gap (%s): the longest between syncs in the phase and the %d before; * over %.1f s: convergence not judged there (%d of the 4 phases whose rate changes judged, %d at least)\n",
+		       discs[j].name, HORIZON_SYNCS, LATE_SYNC_NS / 1e9, judged[j], MIN_JUDGED);
+		if (judged[j] < MIN_JUDGED)
 			failed = 1;
 	}
 	if (check && failed) {
