@@ -303,13 +303,14 @@ struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_ti
 			if (tsc__vmclock_read(&s->vm_seen))
 				s->vm_seen = (struct tsc__vmclock){ .present = false };
 			s->line.seq = 1;
-			count_on(s);
 			s->next = states;
 			states = s;
 		} else {
 			free(copy);
 		}
 	}
+	if (s)
+		count_on(s);
 	pthread_mutex_unlock(&states_lock);
 	return s ? &s->line : NULL;
 }
@@ -975,51 +976,77 @@ static bool publish_waited(const struct state *s, struct shot *k)
 }
 
 /*
- * A new state counts on from the others of its root: a clock set up anew
- * never shows fewer disruptions than one set up before it, and where one
- * of those was read on another path (none, or a page the module has since
- * replaced), one clocksource change more.  Every set-up makes the root's
- * state without a page first, unread unless its clocks read
- * clock_gettime().  A state's count is at least its seed, written once,
- * under states_lock, which this holds; its published shot's is copied
- * under seq, a bounded number of tries (one held up publishing is passed
- * over).
+ * Where a state of root would count on from, given its others: one
+ * clocksource change past the count of each that was read (published: it
+ * is on another path), at least each unread one's seed.  A published
+ * count is copied under seq, a bounded number of tries (one held up
+ * publishing gives its total alone, by_cause as seeded).  Formally a race
+ * on the shot, as copy_shot()'s; the seq check discards it.
  */
-static void count_on(struct state *s)
+static struct counts count_from(const struct state *s)
 {
 	struct counts best = { 0 };
-	bool other_path = false;
 
 	for (const struct state *o = states; o; o = o->next) {
 		struct counts c = o->seeded;
+		bool copied = false;
 
-		if (strcmp(o->root, s->root) != 0)
+		if (o == s || strcmp(o->root, s->root) != 0)
 			continue;
-		for (int i = 0; i < PUBLISH_SPINS && __atomic_load_n(&o->published, __ATOMIC_ACQUIRE); i++) {
+		if (!__atomic_load_n(&o->published, __ATOMIC_ACQUIRE))
+			goto seen;
+		for (int i = 0; i < PUBLISH_SPINS && !copied; i++) {
 			uint32_t seq = __atomic_load_n(&o->line.seq, __ATOMIC_ACQUIRE);
 			struct counts k = { .total = o->shot.disruptions };
 
 			memcpy(k.by_cause, o->shot.by_cause, sizeof(k.by_cause));
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			if (!(seq & 1) && __atomic_load_n(&o->line.seq, __ATOMIC_RELAXED) == seq) {
-				if (k.total > c.total)
-					c = k;
-				other_path = true;
-				break;
-			}
-			__builtin_ia32_pause();
+			copied = !(seq & 1) && __atomic_load_n(&o->line.seq, __ATOMIC_RELAXED) == seq;
+			if (copied && k.total > c.total)
+				c = k;
+			if (!copied)
+				__builtin_ia32_pause();
 		}
+		if (!copied && __atomic_load_n(&o->line.disruptions, __ATOMIC_RELAXED) > c.total)
+			c.total = __atomic_load_n(&o->line.disruptions, __ATOMIC_RELAXED);
+		c.total++;
+		c.by_cause[TSC_DISRUPTION_CLOCKSOURCE]++;
+seen:
 		if (c.total > best.total)
 			best = c;
 	}
-	if (other_path) {
-		best.total++;
-		best.by_cause[TSC_DISRUPTION_CLOCKSOURCE]++;
+	return best;
+}
+
+/*
+ * A state no reader has read yet (new, or the root's page-less one, which
+ * every set-up makes first) counts on from the others of its root, at
+ * each set-up that gets it (count_from()): a clock set up anew never
+ * shows fewer disruptions than one set up before it, and one more where
+ * one of those was read on another path (a page, none, or a page the
+ * module has since replaced).  A state already read keeps its count,
+ * which its readers have seen.  Under states_lock, and as its refresher:
+ * a refresh under way has a reader, and this waits for none.
+ */
+static void count_on(struct state *s)
+{
+	int idle = 0;
+	struct counts best;
+
+	if (!__atomic_compare_exchange_n(&s->refreshing, &idle, 1, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return;
+	if (__atomic_load_n(&s->published, __ATOMIC_ACQUIRE))
+		goto out;
+	best = count_from(s);
+	if (best.total > s->shot.disruptions) {
+		s->seeded = best;
+		s->shot.disruptions = best.total;
+		memcpy(s->shot.by_cause, best.by_cause, sizeof(best.by_cause));
+		__atomic_store_n(&s->line.disruptions, best.total, __ATOMIC_RELAXED);
 	}
-	s->seeded = best;
-	s->shot.disruptions = best.total;
-	memcpy(s->shot.by_cause, best.by_cause, sizeof(best.by_cause));
-	s->line.disruptions = best.total;
+out:
+	__atomic_store_n(&s->refreshing, 0, __ATOMIC_RELEASE);
 }
 
 /* Refresh, if nobody is: true if this call did. */

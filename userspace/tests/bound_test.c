@@ -1074,10 +1074,11 @@ TEST_F(bound, disruptions_on_the_page)
 }
 
 /*
- * The module reloaded: a clock set up on its new page counts on from the
- * old page's clock, plus the change of path, though the old one was not
- * read since its page went.  Another set-up on the same page counts
- * with it.
+ * A clock set up anew counts on from the clocks set up before it, one
+ * change of path more where it reads by another: after the module went
+ * (through clock_gettime()), and on its new page when it came back, though
+ * the first clock was not read since its page went.  Another set-up on
+ * the same page counts with it.
  */
 TEST_F(bound, a_new_set_up_counts_on)
 {
@@ -1085,29 +1086,42 @@ TEST_F(bound, a_new_set_up_counts_on)
 	TSC_BOUND_TERMS(t);
 	TSC_SYSCLOCK(d);
 	TSC_SYSCLOCK(e);
+	TSC_SYSCLOCK(f);
 	struct tsc_time_bound b;
 
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	page_step(_metadata, self, 5000000);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	ASSERT_EQ(1u, b.disruptions);
+
+	/* The module unloaded: its page says so, and its file is gone. */
 	self->p.flags = TSCFK_CLOCK_GONE;
 	self->p.seq += 1;
 	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, unlink(self->path));
-	self->p.flags = TSCFK_CLOCK_TSC;
-	self->p.seq = 2;
-	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, tsc_sysclock_init(&d, &so)) TH_LOG("%s", tsc_last_error());
-	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, d.path) TH_LOG("%s", d.why);
+	ASSERT_NE(TSC_SYSCLOCK_KERNEL, d.path) TH_LOG("%s", d.why);
 	tsc_sysclock_realtime_bounded(&d, &b);
-	EXPECT_EQ(2u, b.disruptions) TH_LOG("the old clock's step and the new page");
+	EXPECT_EQ(2u, b.disruptions) TH_LOG("the first clock's step, then clock_gettime()");
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&d, &t));
 	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
 	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+
+	/* Loaded again: a new file where the old one was. */
+	self->p.flags = TSCFK_CLOCK_TSC;
+	self->p.seq = 2;
+	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, tsc_sysclock_init(&e, &so)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, e.path) TH_LOG("%s", e.why);
 	tsc_sysclock_realtime_bounded(&e, &b);
-	EXPECT_EQ(2u, b.disruptions) TH_LOG("one page, one count");
+	EXPECT_EQ(3u, b.disruptions) TH_LOG("and the new page");
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&e, &t));
+	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
+	EXPECT_EQ(2u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+	ASSERT_EQ(0, tsc_sysclock_init(&f, &so)) TH_LOG("%s", tsc_last_error());
+	tsc_sysclock_realtime_bounded(&f, &b);
+	EXPECT_EQ(3u, b.disruptions) TH_LOG("one page, one count");
+	tsc_sysclock_fini(&f);
 	tsc_sysclock_fini(&e);
 	tsc_sysclock_fini(&d);
 }
