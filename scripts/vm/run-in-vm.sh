@@ -167,7 +167,8 @@ text_poke_trap() {
 # stopped and booted once more, its log kept aside, rather than spending
 # the whole timeout.  It marks the stop ($log.hung-mark) before it kills:
 # the guest's end wakes the caller, who then stops this watcher, perhaps
-# before it could return, so no exit status of its can say so.
+# before it could return, so no exit status of its can say so; from the
+# mark on it ignores that, so that a mark always comes with its kill.
 boot_watch() {
 	local waited=0
 	while ((waited < boot_tmo)); do
@@ -178,6 +179,7 @@ boot_watch() {
 	# Only our qemu: the pid file may be a dead one's, its pid reused.
 	local pid
 	pid=$(cat "$log.pid") && grep -aqF -- "$log.pid" "/proc/$pid/cmdline" || return 1
+	trap '' TERM
 	: >"$log.hung-mark"
 	kill "$pid" || rm -f "$log.hung-mark"
 }
