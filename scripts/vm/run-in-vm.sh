@@ -305,7 +305,7 @@ trouble=$(grep -E '\[ *[0-9]+\.[0-9]+\].*(Kernel panic|BUG:|Oops|WARNING:|soft l
 # failing on its own.
 reported=$(sed -n 's/.*vmrun: command exited with status \([0-9]*\).*/\1/p' "$log" | tail -n1)
 if ((hung)); then
-	echo "run-in-vm: timeout: the second boot too had not started the command after ${boot_tmo}s" >&2
+	echo "run-in-vm: timeout: the last boot allowed ($attempt of 3, $hangs hung) had not started the command after ${boot_tmo}s" >&2
 	exit 124
 fi
 # timeout gives 124, or 137 after -k; a status of 68 also makes qemu exit 137.
