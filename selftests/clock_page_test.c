@@ -617,7 +617,8 @@ TEST_F(module, mapping_outlives_the_module)
  * libtsc's bounded clock across a reload: the unload is one change of
  * path (to clock_gettime()), counted by the first reading after it; the
  * clock stays there when the module is back, and counts nothing more; a
- * clock set up after the load reads the new page, with counts of its own.
+ * clock set up after the load reads the new page, and counts on from the
+ * old page's clock, one change of path more.
  */
 TEST_F(module, a_bounded_clock_counts_a_reload)
 {
@@ -625,6 +626,7 @@ TEST_F(module, a_bounded_clock_counts_a_reload)
 	TSC_SYSCLOCK(again);
 	TSC_BOUND_TERMS(t0);
 	TSC_BOUND_TERMS(t);
+	TSC_BOUND_TERMS(t1);
 	struct tsc_time_bound b;
 
 	ASSERT_EQ(0, module_load(""));
@@ -649,9 +651,11 @@ TEST_F(module, a_bounded_clock_counts_a_reload)
 	}
 	ASSERT_EQ(0, tsc_sysclock_init(&again, NULL)) TH_LOG("%s", tsc_last_error());
 	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, again.path) TH_LOG("%s", again.why);
-	ASSERT_EQ(0, tsc_sysclock_bound_terms(&again, &t));
-	EXPECT_EQ(1u, t.reading_ns) TH_LOG("the new page");
-	EXPECT_EQ(0u, t.disruptions) TH_LOG("a new page's state counts from its own start");
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&again, &t1));
+	EXPECT_EQ(1u, t1.reading_ns) TH_LOG("the new page");
+	EXPECT_EQ(t.disruptions + 1, t1.disruptions)
+		TH_LOG("a new page's clock counts on from the old page's, one change of path more");
+	EXPECT_EQ(t.by_cause[TSC_DISRUPTION_CLOCKSOURCE] + 1, t1.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
 }
 
 /*
