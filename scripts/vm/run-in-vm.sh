@@ -182,6 +182,8 @@ boot_watch() {
 	trap '' TERM
 	: >"$log.hung-mark"
 	kill "$pid" || rm -f "$log.hung-mark"
+	# run-in-vm_test.sh's: a watcher slow to return after its kill.
+	sleep "${TSCFK_TEST_WATCH_LAG:-0}"
 }
 # --power-button: the guest asks for a press of its ACPI power button, its
 # wake-up source from suspend-to-idle, with a line "vmrun: press the power

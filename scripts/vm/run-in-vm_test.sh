@@ -11,7 +11,8 @@
 # a guest hung in its boot is stopped at the boot timeout and booted again;
 # a guest that outlives its timeout is a timeout, whether its command
 # reported a status or not, and a status of 68 (qemu's 137, as timeout
-# -k's) is the command's.
+# -k's) is the command's.  A hang is seen though the watcher that stopped
+# the guest is slow to return (TSCFK_TEST_WATCH_LAG).
 
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=testlib/ktap.sh
@@ -61,7 +62,7 @@ run() {
 	boots=$(cat "$tmp/boots")
 }
 
-ktap_plan 12
+ktap_plan 14
 run "$int3" 0 "$started
 $passed" 1
 ktap_check "an int3 of the kernel's before the command: booted again, passes" \
@@ -97,6 +98,15 @@ ktap_check "a guest hung before the command: stopped at the boot timeout, booted
 	test "$st $boots" = "0 2" -a -e "$tmp/log.hung"
 run "" hang "" hang
 ktap_check "a guest hung before the command twice: a timeout (said $st, $boots boots)" \
+	test "$st $boots" = "124 2"
+# The caller, woken by the guest's end, stops a watcher that has not
+# returned yet: the hang is still seen.
+TSCFK_TEST_WATCH_LAG=0.5 run "" hang "$started
+$passed" 1
+ktap_check "a hang, its watcher slow to return: booted again, passes (said $st, $boots boots)" \
+	test "$st $boots" = "0 2" -a -e "$tmp/log.hung"
+TSCFK_TEST_WATCH_LAG=0.5 run "" hang "" hang
+ktap_check "two hangs, the watcher slow to return: a timeout (said $st, $boots boots)" \
 	test "$st $boots" = "124 2"
 run "$started" 124
 ktap_check "no status when the timeout ends the guest: a timeout (said $st)" test "$st" = 124
