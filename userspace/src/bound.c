@@ -979,9 +979,8 @@ static bool publish_waited(const struct state *s, struct shot *k)
  * Where a state of root would count on from, given its others: one
  * clocksource change past the count of each that was read (published: it
  * is on another path), at least each unread one's seed.  A published
- * count is copied under seq, a bounded number of tries (one held up
- * publishing gives its total alone, by_cause as seeded).  Formally a race
- * on the shot, as copy_shot()'s; the seq check discards it.
+ * count is copied as a reader copies its shot; one held up publishing
+ * gives its total alone (the fast path's), by_cause as seeded.
  */
 static struct counts count_from(const struct state *s)
 {
@@ -989,29 +988,22 @@ static struct counts count_from(const struct state *s)
 
 	for (const struct state *o = states; o; o = o->next) {
 		struct counts c = o->seeded;
-		bool copied = false;
+		struct shot k;
 
 		if (o == s || strcmp(o->root, s->root) != 0)
 			continue;
-		if (!__atomic_load_n(&o->published, __ATOMIC_ACQUIRE))
-			goto seen;
-		for (int i = 0; i < PUBLISH_SPINS && !copied; i++) {
-			uint32_t seq = __atomic_load_n(&o->line.seq, __ATOMIC_ACQUIRE);
-			struct counts k = { .total = o->shot.disruptions };
-
-			memcpy(k.by_cause, o->shot.by_cause, sizeof(k.by_cause));
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			copied = !(seq & 1) && __atomic_load_n(&o->line.seq, __ATOMIC_RELAXED) == seq;
-			if (copied && k.total > c.total)
-				c = k;
-			if (!copied)
-				__builtin_ia32_pause();
+		if (__atomic_load_n(&o->published, __ATOMIC_ACQUIRE)) {
+			if (copy_shot(o, &k) || publish_waited(o, &k)) {
+				if (k.disruptions > c.total) {
+					c.total = k.disruptions;
+					memcpy(c.by_cause, k.by_cause, sizeof(c.by_cause));
+				}
+			} else if (__atomic_load_n(&o->line.disruptions, __ATOMIC_RELAXED) > c.total) {
+				c.total = __atomic_load_n(&o->line.disruptions, __ATOMIC_RELAXED);
+			}
+			c.total++;
+			c.by_cause[TSC_DISRUPTION_CLOCKSOURCE]++;
 		}
-		if (!copied && __atomic_load_n(&o->line.disruptions, __ATOMIC_RELAXED) > c.total)
-			c.total = __atomic_load_n(&o->line.disruptions, __ATOMIC_RELAXED);
-		c.total++;
-		c.by_cause[TSC_DISRUPTION_CLOCKSOURCE]++;
-seen:
 		if (c.total > best.total)
 			best = c;
 	}
