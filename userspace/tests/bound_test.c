@@ -1073,6 +1073,20 @@ TEST_F(bound, disruptions_on_the_page)
 	EXPECT_EQ(4u, b.disruptions);
 }
 
+/* A bounded reading of c, then its terms: the counts, in all and of two causes. */
+static void expect_counts(struct __test_metadata *_metadata, const struct tsc_sysclock *c,
+			  uint32_t total, uint32_t steps, uint32_t paths, const char *what)
+{
+	TSC_BOUND_TERMS(t);
+	struct tsc_time_bound b;
+
+	tsc_sysclock_realtime_bounded(c, &b);
+	EXPECT_EQ(total, b.disruptions) TH_LOG("%s", what);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(c, &t));
+	EXPECT_EQ(steps, t.by_cause[TSC_DISRUPTION_STEP]) TH_LOG("%s", what);
+	EXPECT_EQ(paths, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]) TH_LOG("%s", what);
+}
+
 /*
  * A clock set up anew counts on from the clocks set up before it, one
  * change of path more where it reads by another: after the module went
@@ -1083,7 +1097,6 @@ TEST_F(bound, disruptions_on_the_page)
 TEST_F(bound, a_new_set_up_counts_on)
 {
 	TSC_SYSCLOCK_OPTS(so, .sysfs_root = self->dir);
-	TSC_BOUND_TERMS(t);
 	TSC_SYSCLOCK(d);
 	TSC_SYSCLOCK(e);
 	TSC_SYSCLOCK(f);
@@ -1101,11 +1114,7 @@ TEST_F(bound, a_new_set_up_counts_on)
 	ASSERT_EQ(0, unlink(self->path));
 	ASSERT_EQ(0, tsc_sysclock_init(&d, &so)) TH_LOG("%s", tsc_last_error());
 	ASSERT_NE(TSC_SYSCLOCK_KERNEL, d.path) TH_LOG("%s", d.why);
-	tsc_sysclock_realtime_bounded(&d, &b);
-	EXPECT_EQ(2u, b.disruptions) TH_LOG("the first clock's step, then clock_gettime()");
-	ASSERT_EQ(0, tsc_sysclock_bound_terms(&d, &t));
-	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
-	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+	expect_counts(_metadata, &d, 2, 1, 1, "the first clock's step, then clock_gettime()");
 
 	/* Loaded again: a new file where the old one was. */
 	self->p.flags = TSCFK_CLOCK_TSC;
@@ -1113,14 +1122,9 @@ TEST_F(bound, a_new_set_up_counts_on)
 	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, tsc_sysclock_init(&e, &so)) TH_LOG("%s", tsc_last_error());
 	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, e.path) TH_LOG("%s", e.why);
-	tsc_sysclock_realtime_bounded(&e, &b);
-	EXPECT_EQ(3u, b.disruptions) TH_LOG("and the new page");
-	ASSERT_EQ(0, tsc_sysclock_bound_terms(&e, &t));
-	EXPECT_EQ(1u, t.by_cause[TSC_DISRUPTION_STEP]);
-	EXPECT_EQ(2u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+	expect_counts(_metadata, &e, 3, 1, 2, "and the new page");
 	ASSERT_EQ(0, tsc_sysclock_init(&f, &so)) TH_LOG("%s", tsc_last_error());
-	tsc_sysclock_realtime_bounded(&f, &b);
-	EXPECT_EQ(3u, b.disruptions) TH_LOG("one page, one count");
+	expect_counts(_metadata, &f, 3, 1, 2, "one page, one count");
 	tsc_sysclock_fini(&f);
 	tsc_sysclock_fini(&e);
 	tsc_sysclock_fini(&d);
