@@ -156,9 +156,10 @@ static void see_syncs(struct disc_result *r, struct disc *d)
 		r->longest_gap_ns = gap;
 }
 
-static int64_t absd(int64_t x)
+/* How far v lies outside [a, b]: 0 within. */
+static int64_t outside(int64_t a, int64_t v, int64_t b)
 {
-	return x < 0 ? -x : x;
+	return v < a ? a - v : v > b ? v - b : 0;
 }
 
 /*
@@ -170,9 +171,9 @@ static int64_t disc_round(struct disc_result *r, struct disc *d, int64_t *prev_m
 	int64_t worst = 0, m;
 
 	for (int k = 0; k < 3; k++) {
-		int64_t a = ns(ids[k]), e = lib(d->c, k), b = ns(ids[k]);
+		int64_t a = ns(ids[k]), v = lib(d->c, k), b = ns(ids[k]);
+		int64_t e = outside(a, v, b);
 
-		e = absd(e < a ? e - a : e > b ? e - b : 0);
 		if (e > r->max[k])
 			r->max[k] = e;
 		if (e > worst)
@@ -211,8 +212,7 @@ static void run_phase(struct result *r, const struct tsc_sysclock *exact,
 				last_bad[j] = ns(CLOCK_MONOTONIC) - start;
 		{
 			int64_t a = ns(CLOCK_MONOTONIC), v = (int64_t)tsc_clock_now_unordered(anchored);
-			int64_t b = ns(CLOCK_MONOTONIC);
-			int64_t e = v < a ? a - v : v > b ? v - b : 0;
+			int64_t e = outside(a, v, ns(CLOCK_MONOTONIC));
 
 			if (e > r->anchored_max)
 				r->anchored_max = e;
@@ -245,7 +245,7 @@ static int disc_init(struct disc *d, const char *root, enum tsc_sysclock_discipl
 		fprintf(stderr, "clock_accuracy: %s: %s\n", d->name, tsc_last_error());
 		return -1;
 	}
-	/* Where the kernel offers tsc, the disciplined clock is no option. */
+	/* Where the kernel does not offer tsc, the disciplined clock is no option. */
 	if (d->c->path != TSC_SYSCLOCK_DISCIPLINED)
 		return strstr(d->c->why, "does not offer tsc") ? 0 : 1;
 	if (tsc_sysclock_rate(d->c, &millihz)) {
