@@ -258,6 +258,8 @@ int tsc__discipline_start(const struct tsc__discipline_slots *at, const char *ro
 			  enum tsc_sysclock_discipline mode, bool inherit,
 			  const struct tsc_freq *freq, char *why, size_t why_size,
 			  struct tsc__discipline **out);
+/* The module's clock page, under a sysfs root. */
+#define TSC__PAGE_FILE	"/devices/system/cpu/tsc/clock_page"
 /* The helper thread's name (tsc_sysclock_sync(3) documents it). */
 #define TSC__HELPER_NAME	"libtsc-sync"
 /*

@@ -55,8 +55,6 @@ _Static_assert(TSC_TIMEPAGE_TSC == TSCFK_CLOCK_TSC && TSC_TIMEPAGE_GONE == TSCFK
 	       "flags differ");
 _Static_assert(offsetof(struct tsc_sysclock, sz) == 64, "the hot line overflowed");
 
-#define PAGE_FILE	"/devices/system/cpu/tsc/clock_page"
-
 #ifdef TSC__TEST_HOOKS
 unsigned int tsc__test_slow_path_spin;
 #endif
@@ -83,7 +81,7 @@ static int map_page(const char *root, const volatile struct tsc_timepage **out)
 	void *p;
 	int fd, err;
 
-	snprintf(path, sizeof(path), "%s%s", root, PAGE_FILE);
+	snprintf(path, sizeof(path), "%s%s", root, TSC__PAGE_FILE);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		err = errno;
