@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 
 #include "../testlib/harness.h"
+#include "../testlib/no_page_root.h"
 #include "tscfk_test.h"
 #include "module_fixture.h"
 #include "tsc_clock_page.h"
@@ -613,12 +614,28 @@ TEST_F(module, mapping_outlives_the_module)
 	munmap((void *)p, PAGE);
 }
 
+/* c's bounded readings until its count is above was, for up to 3 s: its terms then. */
+static void counted_within_3s(struct __test_metadata *_metadata, const struct tsc_sysclock *c,
+			      uint32_t was, struct tsc_bound_terms *t)
+{
+	struct tsc_time_bound b;
+
+	for (int i = 0; i < 300; i++) {
+		tsc_sysclock_realtime_bounded(c, &b);
+		if (b.disruptions != was)
+			break;
+		usleep(10000);
+	}
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(c, t));
+}
+
 /*
  * libtsc's bounded clock across a reload: the unload is one change of
  * path (to clock_gettime()), counted by the first reading after it; the
- * clock stays there when the module is back, and counts nothing more; a
- * clock set up after the load reads the new page, and counts on from the
- * old page's clock, one change of path more.
+ * clock stays there when the module is back, and counts the load, at its
+ * next refresh; a clock set up after the load reads the new page, and
+ * counts on from the old page's clock, one change of path more.  The
+ * bound is unknown from the unload on: no daemon spoke since.
  */
 TEST_F(module, a_bounded_clock_counts_a_reload)
 {
@@ -642,9 +659,14 @@ TEST_F(module, a_bounded_clock_counts_a_reload)
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t));
 	EXPECT_EQ(t0.by_cause[TSC_DISRUPTION_CLOCKSOURCE] + 1, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
 	EXPECT_EQ(0u, t.reading_ns) TH_LOG("clock_gettime() since");
-	EXPECT_FALSE(t.flags & TSC_BOUND_DISRUPTED) TH_LOG("the same clocks, read another way");
+	EXPECT_TRUE(t.flags & TSC_BOUND_DISRUPTED) TH_LOG("the daemon spoke of the clock read another way");
 
 	ASSERT_EQ(0, module_load(""));
+	counted_within_3s(_metadata, &c, t.disruptions, &t1);
+	EXPECT_EQ(t.disruptions + 1, t1.disruptions) TH_LOG("the load, seen through clock_gettime()");
+	EXPECT_EQ(t.by_cause[TSC_DISRUPTION_CLOCKSOURCE] + 1, t1.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+	EXPECT_EQ(0u, t1.reading_ns) TH_LOG("the old page's clock stays on clock_gettime()");
+	t = t1;
 	for (int i = 0; i < 1000; i++) {
 		tsc_sysclock_realtime_bounded(&c, &b);
 		ASSERT_EQ(t.disruptions, b.disruptions) TH_LOG("the old page's clock counted again");
@@ -656,6 +678,61 @@ TEST_F(module, a_bounded_clock_counts_a_reload)
 	EXPECT_EQ(t.disruptions + 1, t1.disruptions)
 		TH_LOG("a new page's clock counts on from the old page's, one change of path more");
 	EXPECT_EQ(t.by_cause[TSC_DISRUPTION_CLOCKSOURCE] + 1, t1.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+	EXPECT_TRUE(t1.flags & TSC_BOUND_DISRUPTED) TH_LOG("set up after the change, as if it saw it");
+}
+
+/*
+ * A switch of the clocksource away from tsc and back, as libtsc's bounded
+ * clocks count it: one on the module's page sees its page withdrawn and
+ * back at once; one through clock_gettime() (a sysfs root with the
+ * kernel's clocksource directory and no page) reads the clocksource at
+ * its next refresh.  Each counts two changes, no more, and has no bound
+ * since (no daemon spoke).
+ */
+TEST_F(module, a_bounded_clock_counts_a_clocksource_switch)
+{
+	TSC_SYSCLOCK_OPTS(o, .sysfs_root = no_page_root());
+	TSC_SYSCLOCK(c);
+	TSC_SYSCLOCK(n);
+	TSC_BOUND_TERMS(c0);
+	TSC_BOUND_TERMS(n0);
+	TSC_BOUND_TERMS(t);
+	char other[32];
+
+	ASSERT_EQ(0, module_load(""));
+	other_clocksource(other, sizeof(other));
+	if (!clocksource_is_tsc() || !other[0])
+		SKIP(return, "the clocksource is not tsc, or there is no other: no switch to make");
+	ASSERT_NE(NULL, o.sysfs_root) TH_LOG("a root without the page: %s", strerror(errno));
+	ASSERT_EQ(0, tsc_sysclock_init(&c, NULL)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, c.path) TH_LOG("%s", c.why);
+	ASSERT_EQ(0, tsc_sysclock_init(&n, &o)) TH_LOG("%s", tsc_last_error());
+	ASSERT_NE(TSC_SYSCLOCK_KERNEL, n.path) TH_LOG("%s", n.why);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &c0));
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&n, &n0));
+
+	for (int leg = 1; leg <= 2; leg++) {
+		const char *to = leg == 1 ? other : "tsc";
+
+		ASSERT_LT(0, write_file(CS_DIR "current_clocksource", to, strlen(to)));
+		ASSERT_EQ(0, tsc_sysclock_bound_terms(&c, &t));
+		EXPECT_EQ(c0.disruptions + leg, t.disruptions) TH_LOG("the page's clock, to %s", to);
+		EXPECT_EQ(c0.by_cause[TSC_DISRUPTION_CLOCKSOURCE] + leg,
+			  t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+		EXPECT_TRUE(t.flags & TSC_BOUND_DISRUPTED);
+		counted_within_3s(_metadata, &n, n0.disruptions + leg - 1, &t);
+		EXPECT_EQ(n0.disruptions + leg, t.disruptions)
+			TH_LOG("clock_gettime()'s clock, to %s", to);
+		EXPECT_EQ(n0.by_cause[TSC_DISRUPTION_CLOCKSOURCE] + leg,
+			  t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+		EXPECT_TRUE(t.flags & TSC_BOUND_DISRUPTED);
+	}
+	/* A refresh more, nothing moved: nothing more counted. */
+	usleep(1100000);
+	ASSERT_EQ(0, tsc_sysclock_bound_terms(&n, &t));
+	EXPECT_EQ(n0.disruptions + 2, t.disruptions);
+	tsc_sysclock_fini(&n);
+	tsc_sysclock_fini(&c);
 }
 
 /*

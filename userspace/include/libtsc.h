@@ -577,7 +577,7 @@ struct tsc_time_bound {
 enum tsc_disruption {
 	TSC_DISRUPTION_STEP = 0,	/* REALTIME stepped: settimeofday(), ADJ_SETOFFSET, a leap second */
 	TSC_DISRUPTION_RESUME,		/* the system resumed from a suspend */
-	TSC_DISRUPTION_CLOCKSOURCE,	/* the kernel's clocks read another clock, or the module's page went */
+	TSC_DISRUPTION_CLOCKSOURCE,	/* the kernel's clocks read another clock, or the module came or went */
 	TSC_DISRUPTION_VMCLOCK,		/* /dev/vmclock0's disruption marker or VM generation moved */
 	TSC_DISRUPTION_RATE,		/* on the page, the TSC's rate against MONOTONIC_RAW moved > 500 ppm */
 	TSC_DISRUPTION_CAUSES,

@@ -34,15 +34,18 @@
  * REALTIME - MONOTONIC too); the page withdrawn (another clocksource,
  * the module unloaded) or back, a change of path.  Without a page the
  * slow path compares REALTIME - MONOTONIC at every read, which either
- * moves.  Where the hypervisor offers its clock page (vmclock.c), its
- * disruption marker moved is a disruption too: every reader compares it
- * after its TSC reading, a refresh the VM generation as well; a page
- * that would not settle leaves the bound unknown, uncounted, until the
- * next refresh reads it.  On the page a refresh also judges the TSC's
- * rate against MONOTONIC_RAW (rate_moved()).  A step, a resume, a
- * vmclock disruption or a rate that moved leaves the bound unknown
- * (TSC_BOUND_DISRUPTED) until the daemon states a maxerror again: one
- * lower than the kernel's growth alone gives.
+ * moves, and a refresh the kernel's clocksource and the module's page
+ * file, which the readings do not show (source_moved()).  Where the
+ * hypervisor offers its clock page (vmclock.c), its disruption marker
+ * moved is a disruption too: every reader compares it after its TSC
+ * reading, a refresh the VM generation as well; a page that would not
+ * settle leaves the bound unknown, uncounted, until the next refresh
+ * reads it.  On the page a refresh also judges the TSC's
+ * rate against MONOTONIC_RAW (rate_moved()).  Every disruption counted
+ * leaves the bound unknown (TSC_BOUND_DISRUPTED) until the daemon states
+ * a maxerror again, one lower than the kernel's growth alone gives: its
+ * last was of another time, or of a clock read another way (the kernel
+ * leaves tsc when its watchdog finds it wrong).
  */
 #include <errno.h>
 #include <math.h>
@@ -207,6 +210,9 @@ struct shot {
 	int vm_err;			/* tsc__vmclock_read()'s */
 	struct tsc__vmclock vm_ref;	/* the last that settled (judge()'s): the readers compare */
 	struct rate_pair raw;		/* the TSC against MONOTONIC_RAW */
+	/* Off the page, the refresher's: what the readings follow (source_moved()). */
+	char clocksource[32];		/* the kernel's; "" unreadable */
+	uint64_t page_ino;		/* the module's page file's inode; 0 none */
 };
 
 /* Disruptions counted: in all, and by cause (enum tsc_disruption). */
@@ -221,6 +227,7 @@ struct state {
 	int refreshing;			/* the refresher's, by compare-and-swap */
 	bool published;			/* a shot was: readers judge by the state since */
 	struct counts seeded;		/* count_on()'s: where its counts began */
+	bool seeded_path;		/* ... after a change of path: its first judge() sees one */
 	/* The refresher's own: */
 	bool disrupted;
 	long disrupted_maxerror_us;	/* the kernel's maxerror when it was */
@@ -726,6 +733,29 @@ static bool vm_moved(const struct tsc__vmclock *o, const struct tsc__vmclock *k)
 }
 
 /*
+ * Off the page, what the readings follow and do not show: the kernel's
+ * clocksource, and the module's page file, whose inode a reload makes
+ * anew.  A refresh compares them with the last (source_moved()).
+ */
+static void read_source(const char *root, struct shot *k)
+{
+	char path[4096];
+	struct stat st;
+
+	tsc__clocksource(root, k->clocksource, sizeof(k->clocksource));
+	tsc__clear_error();
+	snprintf(path, sizeof(path), "%s%s", root, TSC__PAGE_FILE);
+	k->page_ino = stat(path, &st) ? 0 : (uint64_t)st.st_ino;
+}
+
+/* Off the page both times: another clocksource, or the module loaded, unloaded or anew. */
+static bool source_moved(const struct shot *o, const struct shot *k)
+{
+	return (o->clocksource[0] && k->clocksource[0] &&
+		strcmp(o->clocksource, k->clocksource) != 0) || o->page_ino != k->page_ino;
+}
+
+/*
  * A state as of now, of page p (the kernel's, or another: then
  * clock_gettime()'s); by the refresher (cache), or by a reader for itself.
  * The clock is read before the NTP state, so that the growth counts from
@@ -754,6 +784,8 @@ static void take(struct state *s, const volatile struct tsc_timepage *p, bool rd
 	} else {
 		sample_syscall(k);
 		*now = k->mono + (uint64_t)k->real_mono;
+		if (cache)
+			read_source(root_of(s), k);
 	}
 	k->vm_err = tsc__vmclock_read(&k->vm);
 	if (cache && vm_moved(&s->vm_seen, &k->vm))
@@ -856,6 +888,8 @@ static void judge(struct state *s, struct shot *k)
 				     slack);
 			resume = moved(k->boot_mono, o->boot_mono, slack);
 		}
+		if (!path && !k->on_page)
+			path = source_moved(o, k);
 	}
 	k->by_cause[TSC_DISRUPTION_STEP] += step;
 	k->by_cause[TSC_DISRUPTION_RESUME] += resume;
@@ -873,7 +907,8 @@ static void judge(struct state *s, struct shot *k)
 	else if (k->vm_err == -EAGAIN)
 		k->flags |= TSC_BOUND_DISRUPTED;
 	k->vm_ref = s->vm_seen;
-	if (step || resume || vm || rate) {
+	if (step || resume || path || vm || rate || s->seeded_path) {
+		s->seeded_path = false;
 		s->disrupted = true;
 		s->disrupted_maxerror_us = maxerror;
 		s->disrupted_mono = k->ntp_mono;
@@ -980,11 +1015,14 @@ static bool publish_waited(const struct state *s, struct shot *k)
  * clocksource change past the count of each that was read (published: it
  * is on another path), at least each unread one's seed.  A published
  * count is copied as a reader copies its shot; one held up publishing
- * gives its total alone (the fast path's), by_cause as seeded.
+ * gives its total alone (the fast path's), by_cause as seeded.  elsewhere:
+ * whether one was read, and s's path is then another's.
  */
-static struct counts count_from(const struct state *s)
+static struct counts count_from(const struct state *s, bool *elsewhere)
 {
 	struct counts best = { 0 };
+
+	*elsewhere = false;
 
 	for (const struct state *o = states; o; o = o->next) {
 		struct counts c = o->seeded;
@@ -1003,6 +1041,7 @@ static struct counts count_from(const struct state *s)
 			}
 			c.total++;
 			c.by_cause[TSC_DISRUPTION_CLOCKSOURCE]++;
+			*elsewhere = true;
 		}
 		if (c.total > best.total)
 			best = c;
@@ -1016,21 +1055,24 @@ static struct counts count_from(const struct state *s)
  * each set-up that gets it (count_from()): a clock set up anew never
  * shows fewer disruptions than one set up before it, and one more where
  * one of those was read on another path (a page, none, or a page the
- * module has since replaced).  A state already read keeps its count,
- * which its readers have seen.  Under states_lock, and as its refresher:
- * a refresh under way has a reader, and this waits for none.
+ * module has since replaced), and then disrupted from its first refresh
+ * on, as a clock that saw the change.  A state already read keeps its
+ * count, which its readers have seen.  Under states_lock, and as its
+ * refresher: a refresh under way has a reader, and this waits for none.
  */
 static void count_on(struct state *s)
 {
 	int idle = 0;
 	struct counts best;
+	bool elsewhere;
 
 	if (!__atomic_compare_exchange_n(&s->refreshing, &idle, 1, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return;
 	if (__atomic_load_n(&s->published, __ATOMIC_ACQUIRE))
 		goto out;
-	best = count_from(s);
+	best = count_from(s, &elsewhere);
+	s->seeded_path |= elsewhere;
 	if (best.total > s->shot.disruptions) {
 		s->seeded = best;
 		s->shot.disruptions = best.total;

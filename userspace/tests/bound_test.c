@@ -1021,7 +1021,7 @@ TEST_F(bound, disruptions_on_the_page)
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_EQ(0u, b.disruptions);
 
-	/* Another clocksource (the page withdrawn) and back: counted, the bound still known. */
+	/* Another clocksource (the page withdrawn) and back: counted, no bound until the daemon speaks. */
 	self->p.flags = 0;
 	self->p.seq += 1;	/* odd: not to be used */
 	fake_page_publish(_metadata, self->path, &self->p);
@@ -1033,9 +1033,11 @@ TEST_F(bound, disruptions_on_the_page)
 	fake_page_publish(_metadata, self->path, &self->p);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_EQ(2u, b.disruptions) TH_LOG("away and back: two changes of path");
-	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
 	EXPECT_EQ(2u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
+	read_after_the_daemon_spoke(_metadata, self, &b);
+	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
 
 	/* A step of REALTIME: counted before this read returns, and no bound. */
 	page_step(_metadata, self, 5000000);
@@ -1073,15 +1075,17 @@ TEST_F(bound, disruptions_on_the_page)
 	EXPECT_EQ(4u, b.disruptions);
 }
 
-/* A bounded reading of c, then its terms: the counts, in all and of two causes. */
+/* A bounded reading of c, then its terms: the counts, in all and of two causes, and the flag. */
 static void expect_counts(struct __test_metadata *_metadata, const struct tsc_sysclock *c,
-			  uint32_t total, uint32_t steps, uint32_t paths, const char *what)
+			  uint32_t total, uint32_t steps, uint32_t paths, bool disrupted,
+			  const char *what)
 {
 	TSC_BOUND_TERMS(t);
 	struct tsc_time_bound b;
 
 	tsc_sysclock_realtime_bounded(c, &b);
 	EXPECT_EQ(total, b.disruptions) TH_LOG("%s", what);
+	EXPECT_EQ(disrupted, !!(b.flags & TSC_BOUND_DISRUPTED)) TH_LOG("%s: flags %#x", what, b.flags);
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(c, &t));
 	EXPECT_EQ(steps, t.by_cause[TSC_DISRUPTION_STEP]) TH_LOG("%s", what);
 	EXPECT_EQ(paths, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]) TH_LOG("%s", what);
@@ -1092,7 +1096,8 @@ static void expect_counts(struct __test_metadata *_metadata, const struct tsc_sy
  * change of path more where it reads by another: after the module went
  * (through clock_gettime()), and on its new page when it came back, though
  * the first clock was not read since its page went.  Another set-up on
- * the same page counts with it.
+ * the same page counts with it.  Each is disrupted, as the first clock
+ * would be, until the daemon speaks.
  */
 TEST_F(bound, a_new_set_up_counts_on)
 {
@@ -1114,7 +1119,7 @@ TEST_F(bound, a_new_set_up_counts_on)
 	ASSERT_EQ(0, unlink(self->path));
 	ASSERT_EQ(0, tsc_sysclock_init(&d, &so)) TH_LOG("%s", tsc_last_error());
 	ASSERT_NE(TSC_SYSCLOCK_KERNEL, d.path) TH_LOG("%s", d.why);
-	expect_counts(_metadata, &d, 2, 1, 1, "the first clock's step, then clock_gettime()");
+	expect_counts(_metadata, &d, 2, 1, 1, true, "the first clock's step, then clock_gettime()");
 
 	/* Loaded again: a new file where the old one was. */
 	self->p.flags = TSCFK_CLOCK_TSC;
@@ -1122,11 +1127,76 @@ TEST_F(bound, a_new_set_up_counts_on)
 	fake_page_publish(_metadata, self->path, &self->p);
 	ASSERT_EQ(0, tsc_sysclock_init(&e, &so)) TH_LOG("%s", tsc_last_error());
 	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, e.path) TH_LOG("%s", e.why);
-	expect_counts(_metadata, &e, 3, 1, 2, "and the new page");
+	expect_counts(_metadata, &e, 3, 1, 2, true, "and the new page");
 	ASSERT_EQ(0, tsc_sysclock_init(&f, &so)) TH_LOG("%s", tsc_last_error());
-	expect_counts(_metadata, &f, 3, 1, 2, "one page, one count");
+	expect_counts(_metadata, &f, 3, 1, 2, true, "one page, one count");
+	kern_set(800, STA_PLL | STA_NANO);
+	usleep(1100000);
+	expect_counts(_metadata, &f, 3, 1, 2, false, "the daemon spoke since");
 	tsc_sysclock_fini(&f);
 	tsc_sysclock_fini(&e);
+	tsc_sysclock_fini(&d);
+}
+
+/* rel under the fixture's root replaced by content, as a new file (another inode). */
+static void replace_file(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self,
+			 const char *rel, const char *content)
+{
+	char path[256], tmp[270];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s%s", self->dir, rel);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ((ssize_t)strlen(content), write(fd, content, strlen(content)));
+	close(fd);
+	ASSERT_EQ(0, rename(tmp, path));
+}
+
+/*
+ * Through clock_gettime() the readings show no clocksource and no module:
+ * a refresh reads both.  Another clocksource, the module loaded, loaded
+ * anew (its page file another), unloaded: each counted once, within a
+ * second, with no bound until the daemon speaks.
+ */
+TEST_F(bound, a_clock_off_the_page_sees_what_it_follows)
+{
+	TSC_SYSCLOCK_OPTS(so, .sysfs_root = self->dir);
+	static const char cs[] = "/devices/system/clocksource/clocksource0/current_clocksource";
+	static const char page[] = "/devices/system/cpu/tsc/clock_page";
+	TSC_SYSCLOCK(d);
+
+	/* The module unloaded: its page says so, and its file is gone. */
+	self->p.flags = TSCFK_CLOCK_GONE;
+	self->p.seq += 1;
+	fake_page_publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, unlink(self->path));
+	fake_put(_metadata, self->dir, cs, "tsc\n");
+	ASSERT_EQ(0, tsc_sysclock_init(&d, &so)) TH_LOG("%s", tsc_last_error());
+	ASSERT_NE(TSC_SYSCLOCK_KERNEL, d.path) TH_LOG("%s", d.why);
+	expect_counts(_metadata, &d, 0, 0, 0, false, "no module");
+	usleep(1100000);
+	expect_counts(_metadata, &d, 0, 0, 0, false, "nothing moved");
+
+	replace_file(_metadata, self, cs, "hpet\n");
+	usleep(1100000);
+	expect_counts(_metadata, &d, 1, 0, 1, true, "another clocksource");
+	kern_set(800, STA_PLL | STA_NANO);
+	usleep(1100000);
+	expect_counts(_metadata, &d, 1, 0, 1, false, "the daemon spoke since");
+
+	replace_file(_metadata, self, page, "a page");
+	usleep(1100000);
+	expect_counts(_metadata, &d, 2, 0, 2, true, "the module loaded");
+	replace_file(_metadata, self, page, "another page");
+	usleep(1100000);
+	expect_counts(_metadata, &d, 3, 0, 3, true, "and loaded anew");
+	ASSERT_EQ(0, unlink(self->path));
+	usleep(1100000);
+	expect_counts(_metadata, &d, 4, 0, 4, true, "and unloaded");
+	for (int i = 0; i < 1000; i++)
+		expect_counts(_metadata, &d, 4, 0, 4, true, "counted again");
 	tsc_sysclock_fini(&d);
 }
 

@@ -26,7 +26,7 @@ static const struct {
 	{ TSC_BOUND_UNSYNCED, "unsynced",
 	  "no NTP daemon keeps the clock (STA_UNSYNC, maxerror 16 s, or no adjtimex())" },
 	{ TSC_BOUND_DISRUPTED, "disrupted",
-	  "stepped, resumed, migrated or the TSC's rate moved since the NTP daemon last stated its maxerror" },
+	  "stepped, resumed, read another clocksource, migrated or the TSC's rate moved since the NTP daemon last stated its maxerror" },
 	{ TSC_BOUND_LEAP, "leap", "a leap second is due at the end of the UTC day" },
 	{ TSC_BOUND_SKEW_UNKNOWN, "skew_unknown",
 	  "the CPUs' TSCs were not all measured against each other, or not since a migration: not in the bound" },
