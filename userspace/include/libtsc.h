@@ -557,10 +557,12 @@ struct tsc_time_bound {
 /* No NTP daemon keeps the clock: STA_UNSYNC, maxerror at 16 s, or no adjtimex(). */
 #define TSC_BOUND_UNSYNCED	0x1
 /*
- * The time was stepped, the system resumed, the hypervisor disrupted the
- * VM's counter (a live migration), or the TSC's rate moved, since the NTP
- * daemon last stated its maxerror: that statement is of another time.
- * Until it states a new one.
+ * A disruption was counted since the NTP daemon last stated its maxerror
+ * (the time stepped, the system resumed, the kernel's clocks read another
+ * clocksource or the module came or went, the hypervisor disrupted the
+ * VM's counter, the TSC's rate moved): that statement is of another time,
+ * or of a clock read another way.  Until it states a new one.  Also,
+ * uncounted, while the module's page cannot be read.
  */
 #define TSC_BOUND_DISRUPTED	0x2
 /* A leap second is due at the end of the UTC day (STA_INS, STA_DEL). */

@@ -45,7 +45,9 @@
  * leaves the bound unknown (TSC_BOUND_DISRUPTED) until the daemon states
  * a maxerror again, one lower than the kernel's growth alone gives: its
  * last was of another time, or of a clock read another way (the kernel
- * leaves tsc when its watchdog finds it wrong).
+ * leaves tsc when its watchdog finds it wrong).  A page that cannot be
+ * read for the while (page_read()'s busy) is neither: no bound, nothing
+ * counted, until it reads again.
  */
 #include <errno.h>
 #include <math.h>
@@ -188,10 +190,33 @@ struct rate_pair {
 	uint64_t skew_ns;	/* the CPUs' skew then; UINT64_MAX unknown */
 };
 
+/*
+ * What judge() compares a refresh with: the path the readings took and
+ * the clocks' offsets, as the last refresh judged saw them, and whether
+ * the bound is disrupted since.  The refresher's; every shot published
+ * carries a copy, which a state set up later goes on from (count_on()).
+ */
+struct judged {
+	bool taken;
+	bool on_page;		/* the kernel's page was read, not clock_gettime() */
+	const volatile struct tsc_timepage *page;	/* which, on it */
+	uint32_t generation;	/* the page's */
+	int64_t real_mono;	/* REALTIME - MONOTONIC (a step or a resume moves it) */
+	int64_t boot_mono;	/* BOOTTIME - MONOTONIC (a resume does) */
+	uint64_t width;		/* how far those may be off: the samples' bracket */
+	char clocksource[32];	/* off the page: the kernel's; "" not known */
+	uint64_t page_ino;	/* ... the module's page file's inode: 0 none, UINT64_MAX not known */
+	bool disrupted;
+	long disrupted_maxerror_us;	/* the kernel's maxerror when it was */
+	uint64_t disrupted_mono;	/* MONOTONIC, no earlier than that was read */
+};
+
 /* What a refresh took, and readers of the slow path copy under seq. */
 struct shot {
 	bool taken;
 	bool on_page;		/* the kernel's page was read, not clock_gettime() */
+	bool busy;		/* ... it could not be: being written, or stale; not judged */
+	const volatile struct tsc_timepage *page;	/* which, on it */
 	uint32_t generation;	/* the page's */
 	uint64_t t;		/* TSC, on the page */
 	double ns_per_tick;	/* the page's */
@@ -210,15 +235,10 @@ struct shot {
 	int vm_err;			/* tsc__vmclock_read()'s */
 	struct tsc__vmclock vm_ref;	/* the last that settled (judge()'s): the readers compare */
 	struct rate_pair raw;		/* the TSC against MONOTONIC_RAW */
-	/* Off the page, the refresher's: what the readings follow (source_moved()). */
-	char clocksource[32];		/* the kernel's; "" unreadable */
-	uint64_t page_ino;		/* the module's page file's inode; 0 none */
-};
-
-/* Disruptions counted: in all, and by cause (enum tsc_disruption). */
-struct counts {
-	uint32_t total;
-	uint32_t by_cause[8];
+	/* Off the page, the refresher's: what the readings follow (read_source()). */
+	char clocksource[32];
+	uint64_t page_ino;
+	struct judged judged;		/* the state's after judging this */
 };
 
 struct state {
@@ -226,12 +246,9 @@ struct state {
 	struct shot shot;		/* under line.seq too */
 	int refreshing;			/* the refresher's, by compare-and-swap */
 	bool published;			/* a shot was: readers judge by the state since */
-	struct counts seeded;		/* count_on()'s: where its counts began */
-	bool seeded_path;		/* ... after a change of path: its first judge() sees one */
+	bool seeded;			/* count_on() gave it another state's judged */
 	/* The refresher's own: */
-	bool disrupted;
-	long disrupted_maxerror_us;	/* the kernel's maxerror when it was */
-	uint64_t disrupted_mono;	/* MONOTONIC, no earlier than that was read */
+	struct judged judged;
 	struct tsc__vmclock vm_seen;	/* as last read: what the next is compared with */
 	struct rate_pair rate_from;	/* the TSC's rate is judged from here (width 0: none) */
 	double rate_ref;		/* MONOTONIC_RAW's ns per tick to compare with; 0: none */
@@ -621,8 +638,17 @@ struct page_now {
 	double ns_per_tick;
 };
 
-static bool read_kernel_page(const volatile struct tsc_timepage *p, bool rdtscp,
-			     struct page_now *r)
+/*
+ * The page read, off it (withdrawn: another clocksource, the module
+ * gone; or not the kernel's), or busy: a write under way for longer than
+ * a reader waits (its writer preempted), or not moved on for longer than
+ * it holds (the kernel's tick yet to run after a long pause).  Busy
+ * passes; the readings take clock_gettime() meanwhile.
+ */
+enum page_got { PAGE_READ, PAGE_OFF, PAGE_BUSY };
+
+static enum page_got page_read(const volatile struct tsc_timepage *p, bool rdtscp,
+			       struct page_now *r)
 {
 	const volatile struct tscfk_clock_page *kp = (const volatile void *)p;
 
@@ -635,12 +661,12 @@ static bool read_kernel_page(const volatile struct tsc_timepage *p, bool rdtscp,
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (seq & 1) {
 			if (!(p->flags & TSC_TIMEPAGE_TSC))
-				return false;
+				return PAGE_OFF;
 			__builtin_ia32_pause();
 			continue;
 		}
 		if ((p->flags & (TSC__TIMEPAGE_OWN | TSC_TIMEPAGE_GONE)) || p->mult_ns)
-			return false;
+			return PAGE_OFF;
 		m = (struct tscfk_clock_map){ .mult_ns = 0, .mult = p->mult, .frac = p->frac };
 		last = p->cycle_last;
 		max = tsc__page_max_delta(kp);
@@ -657,9 +683,15 @@ static bool read_kernel_page(const volatile struct tsc_timepage *p, bool rdtscp,
 		if (p->seq != seq)
 			continue;
 		/* Stale: nobody moved it on for longer than it holds. */
-		return r->t < last || r->t - last <= max;
+		return r->t < last || r->t - last <= max ? PAGE_READ : PAGE_BUSY;
 	}
-	return false;
+	return PAGE_BUSY;
+}
+
+static bool read_kernel_page(const volatile struct tsc_timepage *p, bool rdtscp,
+			     struct page_now *r)
+{
+	return page_read(p, rdtscp, r) == PAGE_READ;
 }
 
 /* REALTIME - MONOTONIC and BOOTTIME - MONOTONIC by clock_gettime(), the narrowest of a few. */
@@ -735,7 +767,8 @@ static bool vm_moved(const struct tsc__vmclock *o, const struct tsc__vmclock *k)
 /*
  * Off the page, what the readings follow and do not show: the kernel's
  * clocksource, and the module's page file, whose inode a reload makes
- * anew.  A refresh compares them with the last (source_moved()).
+ * anew.  A refresh compares them with the last (source_moved()); one it
+ * could not read ("", UINT64_MAX) is taken as the last.
  */
 static void read_source(const char *root, struct shot *k)
 {
@@ -745,14 +778,19 @@ static void read_source(const char *root, struct shot *k)
 	tsc__clocksource(root, k->clocksource, sizeof(k->clocksource));
 	tsc__clear_error();
 	snprintf(path, sizeof(path), "%s%s", root, TSC__PAGE_FILE);
-	k->page_ino = stat(path, &st) ? 0 : (uint64_t)st.st_ino;
+	if (!stat(path, &st))
+		k->page_ino = (uint64_t)st.st_ino;
+	else
+		k->page_ino = errno == ENOENT ? 0 : UINT64_MAX;
 }
 
 /* Off the page both times: another clocksource, or the module loaded, unloaded or anew. */
-static bool source_moved(const struct shot *o, const struct shot *k)
+static bool source_moved(const struct judged *o, const struct judged *k)
 {
 	return (o->clocksource[0] && k->clocksource[0] &&
-		strcmp(o->clocksource, k->clocksource) != 0) || o->page_ino != k->page_ino;
+		strcmp(o->clocksource, k->clocksource) != 0) ||
+	       (o->page_ino != UINT64_MAX && k->page_ino != UINT64_MAX &&
+		o->page_ino != k->page_ino);
 }
 
 /*
@@ -765,15 +803,30 @@ static bool source_moved(const struct shot *o, const struct shot *k)
 static void take(struct state *s, const volatile struct tsc_timepage *p, bool rdtscp,
 		 bool cache, struct shot *k, uint64_t *now)
 {
+	enum page_got got = PAGE_OFF;
 	struct page_now r;
 	struct tsc__ntp n;
 
-	*k = (struct shot){ .taken = true };
+	*k = (struct shot){ .taken = true, .page_ino = UINT64_MAX };
 	/* The rate first: an event after it is seen by this refresh, or by the next. */
 	if (cache)
 		sample_rate(&k->raw);
-	if (p && p == s->line.page && read_kernel_page(p, rdtscp, &r)) {
+	if (p && p == s->line.page)
+		got = page_read(p, rdtscp, &r);
+	/*
+	 * Off it, what the readings follow, read after the page: a switch
+	 * away before it is seen there.  One back to tsc just before it is
+	 * on the page again by then (the kernel names the clocksource once
+	 * its clocks read it), and taken as that, once.
+	 */
+	if (got != PAGE_READ && cache) {
+		read_source(root_of(s), k);
+		if (got == PAGE_OFF && p && p == s->line.page)
+			got = page_read(p, rdtscp, &r);
+	}
+	if (got == PAGE_READ) {
 		k->on_page = true;
+		k->page = p;
 		k->generation = r.generation;
 		k->t = r.t;
 		k->ns_per_tick = r.ns_per_tick;
@@ -784,8 +837,7 @@ static void take(struct state *s, const volatile struct tsc_timepage *p, bool rd
 	} else {
 		sample_syscall(k);
 		*now = k->mono + (uint64_t)k->real_mono;
-		if (cache)
-			read_source(root_of(s), k);
+		k->busy = got == PAGE_BUSY;
 	}
 	k->vm_err = tsc__vmclock_read(&k->vm);
 	if (cache && vm_moved(&s->vm_seen, &k->vm))
@@ -858,44 +910,88 @@ static bool rate_moved(struct state *s, struct shot *k, bool anew)
 	return changed;
 }
 
-/* The refresher's part: k against the last shot; the caller holds refreshing. */
+/*
+ * What shot k saw of the readings' path, for the next judge(); what it
+ * could not read of it (off the page, the source) as the last saw.
+ */
+static struct judged seen_by(const struct shot *k, const struct judged *last)
+{
+	struct judged j = *last;
+
+	j.taken = true;
+	j.on_page = k->on_page;
+	j.page = k->page;
+	j.generation = k->generation;
+	j.real_mono = k->real_mono;
+	j.boot_mono = k->boot_mono;
+	j.width = k->width;
+	if (k->clocksource[0])
+		memcpy(j.clocksource, k->clocksource, sizeof(j.clocksource));
+	if (k->page_ino != UINT64_MAX)
+		j.page_ino = k->page_ino;
+	return j;
+}
+
+/*
+ * The readings' path changed between o and n: the page withdrawn or back,
+ * another page (the module loaded anew, for a state that goes on from
+ * another's), or off the page, what they follow (source_moved()).
+ */
+static bool path_moved(const struct judged *o, const struct judged *n)
+{
+	if (o->on_page != n->on_page)
+		return true;
+	return n->on_page ? o->page != n->page : source_moved(o, n);
+}
+
+/*
+ * The refresher's part: k against the last shot judged; the caller holds
+ * refreshing.  A busy page's shot (page_read()) is judged against nothing
+ * and leaves nothing to judge the next by: no bound until one is read.
+ */
 static void judge(struct state *s, struct shot *k)
 {
 	const struct shot *o = &s->shot;
+	struct judged *j = &s->judged;
 	bool step = false, resume = false, path = false;
 	bool vm = vm_moved(&s->vm_seen, &k->vm), rate;
 	long maxerror = k->maxerror_us;
 
 	memcpy(k->by_cause, o->by_cause, sizeof(k->by_cause));
 	k->disruptions = o->disruptions;
-	if (o->taken) {
-		uint64_t slack = o->width + k->width;
+	if (!k->busy) {
+		struct judged n = seen_by(k, j);
 
-		/*
-		 * The page withdrawn or back: the readings' path changed.  A
-		 * generation that moved with the offsets where they were
-		 * (the kernel calls its clock set for more than steps) and
-		 * the page usable both times changed nothing a reading sees.
-		 */
-		path = o->on_page != k->on_page;
-		if (!path && (!k->on_page || o->generation != k->generation)) {
+		if (j->taken) {
 			/*
-			 * A resume moves REALTIME and BOOTTIME against
-			 * MONOTONIC alike, by the time asleep; only a step
-			 * moves REALTIME against BOOTTIME.
+			 * A generation that moved with the offsets where they
+			 * were (the kernel calls its clock set for more than
+			 * steps) on the page both times changed nothing a
+			 * reading sees.
 			 */
-			step = moved(k->real_mono - k->boot_mono, o->real_mono - o->boot_mono,
-				     slack);
-			resume = moved(k->boot_mono, o->boot_mono, slack);
+			path = path_moved(j, &n);
+			if (!path && (!n.on_page || j->generation != n.generation)) {
+				uint64_t slack = j->width + n.width;
+
+				/*
+				 * A resume moves REALTIME and BOOTTIME against
+				 * MONOTONIC alike, by the time asleep; only a
+				 * step moves REALTIME against BOOTTIME.
+				 */
+				step = moved(n.real_mono - n.boot_mono, j->real_mono - j->boot_mono,
+					     slack);
+				resume = moved(n.boot_mono, j->boot_mono, slack);
+			}
 		}
-		if (!path && !k->on_page)
-			path = source_moved(o, k);
+		*j = n;
+	} else {
+		k->flags |= TSC_BOUND_DISRUPTED;
 	}
 	k->by_cause[TSC_DISRUPTION_STEP] += step;
 	k->by_cause[TSC_DISRUPTION_RESUME] += resume;
 	k->by_cause[TSC_DISRUPTION_CLOCKSOURCE] += path;
 	k->by_cause[TSC_DISRUPTION_VMCLOCK] += vm;
-	rate = rate_moved(s, k, resume || vm || path || k->vm_err == -EAGAIN);
+	rate = rate_moved(s, k, resume || vm || path || k->busy || k->vm_err == -EAGAIN);
 	k->by_cause[TSC_DISRUPTION_RATE] += rate;
 	k->disruptions += step + resume + path + vm + rate;
 	/*
@@ -907,12 +1003,11 @@ static void judge(struct state *s, struct shot *k)
 	else if (k->vm_err == -EAGAIN)
 		k->flags |= TSC_BOUND_DISRUPTED;
 	k->vm_ref = s->vm_seen;
-	if (step || resume || path || vm || rate || s->seeded_path) {
-		s->seeded_path = false;
-		s->disrupted = true;
-		s->disrupted_maxerror_us = maxerror;
-		s->disrupted_mono = k->ntp_mono;
-	} else if (s->disrupted && maxerror >= 0) {
+	if (step || resume || path || vm || rate) {
+		j->disrupted = true;
+		j->disrupted_maxerror_us = maxerror;
+		j->disrupted_mono = k->ntp_mono;
+	} else if (j->disrupted && maxerror >= 0) {
 		/*
 		 * The kernel alone grows it 500 us at each turn of a second;
 		 * lower than that, the daemon set it.  The turns counted are
@@ -922,15 +1017,16 @@ static void judge(struct state *s, struct shot *k)
 		 * one, since the kernel adds a turn at its next tick, which a
 		 * descheduled vCPU may take up to a second to run.
 		 */
-		uint64_t secs = k->mono > s->disrupted_mono + 1000000000 ?
-				(k->mono - s->disrupted_mono) / 1000000000 - 1 : 0;
-		long grown = s->disrupted_maxerror_us + (long)(secs * 500);
+		uint64_t secs = k->mono > j->disrupted_mono + 1000000000 ?
+				(k->mono - j->disrupted_mono) / 1000000000 - 1 : 0;
+		long grown = j->disrupted_maxerror_us + (long)(secs * 500);
 
 		if (maxerror < grown && maxerror < PHASE_LIMIT_US)
-			s->disrupted = false;
+			j->disrupted = false;
 	}
-	if (s->disrupted)
+	if (j->disrupted)
 		k->flags |= TSC_BOUND_DISRUPTED;
+	k->judged = *j;
 }
 
 /* Publish k, as the fast path reads it; the caller holds refreshing. */
@@ -1011,73 +1107,64 @@ static bool publish_waited(const struct state *s, struct shot *k)
 }
 
 /*
- * Where a state of root would count on from, given its others: one
- * clocksource change past the count of each that was read (published: it
- * is on another path), at least each unread one's seed.  A published
- * count is copied as a reader copies its shot; one held up publishing
- * gives its total alone (the fast path's), by_cause as seeded.  elsewhere:
- * whether one was read, and s's path is then another's.
+ * The state a new one of root goes on from: of those read (published),
+ * the one with the most disruptions, its shot copied as a reader copies
+ * it into k; false if none was read.  One held up publishing gives its
+ * count alone (the fast path's), and nothing to judge by (k untaken).
  */
-static struct counts count_from(const struct state *s, bool *elsewhere)
+static bool go_on_from(const struct state *s, struct shot *k)
 {
-	struct counts best = { 0 };
-
-	*elsewhere = false;
+	bool found = false;
 
 	for (const struct state *o = states; o; o = o->next) {
-		struct counts c = o->seeded;
-		struct shot k;
+		struct shot c;
 
-		if (o == s || strcmp(o->root, s->root) != 0)
+		if (o == s || strcmp(o->root, s->root) != 0 ||
+		    !__atomic_load_n(&o->published, __ATOMIC_ACQUIRE))
 			continue;
-		if (__atomic_load_n(&o->published, __ATOMIC_ACQUIRE)) {
-			if (copy_shot(o, &k) || publish_waited(o, &k)) {
-				if (k.disruptions > c.total) {
-					c.total = k.disruptions;
-					memcpy(c.by_cause, k.by_cause, sizeof(c.by_cause));
-				}
-			} else if (__atomic_load_n(&o->line.disruptions, __ATOMIC_RELAXED) > c.total) {
-				c.total = __atomic_load_n(&o->line.disruptions, __ATOMIC_RELAXED);
-			}
-			c.total++;
-			c.by_cause[TSC_DISRUPTION_CLOCKSOURCE]++;
-			*elsewhere = true;
+		if (!copy_shot(o, &c) && !publish_waited(o, &c)) {
+			c = (struct shot){ .taken = false };
+			c.disruptions = __atomic_load_n(&o->line.disruptions, __ATOMIC_RELAXED);
 		}
-		if (c.total > best.total)
-			best = c;
+		if (!found || c.disruptions > k->disruptions) {
+			*k = c;
+			found = true;
+		}
 	}
-	return best;
+	return found;
 }
 
 /*
  * A state no reader has read yet (new, or the root's page-less one, which
- * every set-up makes first) counts on from the others of its root, at
- * each set-up that gets it (count_from()): a clock set up anew never
- * shows fewer disruptions than one set up before it, and one more where
- * one of those was read on another path (a page, none, or a page the
- * module has since replaced), and then disrupted from its first refresh
- * on, as a clock that saw the change.  A state already read keeps its
+ * every set-up makes first) goes on from the others of its root, at each
+ * set-up that gets it (go_on_from()): their count, and what they judged
+ * last, which its first refresh judges against.  So a clock set up anew
+ * never shows fewer disruptions than one set up before it; one more where
+ * it reads by another path than that one did (the page, none, or a page
+ * the module has since replaced), or a step or a resume came between; and
+ * a disruption not yet over goes on.  A state already read keeps its
  * count, which its readers have seen.  Under states_lock, and as its
  * refresher: a refresh under way has a reader, and this waits for none.
  */
 static void count_on(struct state *s)
 {
 	int idle = 0;
-	struct counts best;
-	bool elsewhere;
+	struct shot k;
 
 	if (!__atomic_compare_exchange_n(&s->refreshing, &idle, 1, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return;
-	if (__atomic_load_n(&s->published, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&s->published, __ATOMIC_ACQUIRE) || !go_on_from(s, &k))
 		goto out;
-	best = count_from(s, &elsewhere);
-	s->seeded_path |= elsewhere;
-	if (best.total > s->shot.disruptions) {
-		s->seeded = best;
-		s->shot.disruptions = best.total;
-		memcpy(s->shot.by_cause, best.by_cause, sizeof(best.by_cause));
-		__atomic_store_n(&s->line.disruptions, best.total, __ATOMIC_RELAXED);
+	if (k.taken) {
+		s->judged = k.judged;
+		__atomic_store_n(&s->seeded, true, __ATOMIC_RELAXED);
+	}
+	if (k.disruptions > s->shot.disruptions) {
+		s->shot.disruptions = k.disruptions;
+		if (k.taken)
+			memcpy(s->shot.by_cause, k.by_cause, sizeof(k.by_cause));
+		__atomic_store_n(&s->line.disruptions, k.disruptions, __ATOMIC_RELAXED);
 	}
 out:
 	__atomic_store_n(&s->refreshing, 0, __ATOMIC_RELEASE);
@@ -1168,14 +1255,16 @@ void tsc__bounded(struct tsc__bound *const *slot_b,
 				 * Another thread's refresh under way: its first,
 				 * or one held up publishing.  A state of this
 				 * reader's own.  Before the first was published,
-				 * there is nothing to judge it against; after, it
+				 * there is nothing to judge it against, unless the
+				 * state goes on from another's; then, or after, it
 				 * is not judged (a step, a resume, the hypervisor's
-				 * marker, a disruption not yet over): no bound for
-				 * this reading, as a reader that finds a refresh
-				 * under way below.
+				 * marker, a change of path, a disruption not yet
+				 * over): no bound for this reading, as a reader
+				 * that finds a refresh under way below.
 				 */
 				take(s, p, rdtscp, false, &k, &now);
-				if (__atomic_load_n(&s->published, __ATOMIC_ACQUIRE))
+				if (__atomic_load_n(&s->published, __ATOMIC_ACQUIRE) ||
+				    __atomic_load_n(&s->seeded, __ATOMIC_RELAXED))
 					k.flags |= TSC_BOUND_DISRUPTED;
 				k.disruptions = __atomic_load_n(&s->line.disruptions, __ATOMIC_RELAXED);
 				result(&k, now, 0, 0, out, terms);

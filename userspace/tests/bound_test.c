@@ -1036,8 +1036,16 @@ TEST_F(bound, disruptions_on_the_page)
 	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED);
 	ASSERT_EQ(0, tsc_sysclock_bound_terms(&self->c, &t));
 	EXPECT_EQ(2u, t.by_cause[TSC_DISRUPTION_CLOCKSOURCE]);
-	read_after_the_daemon_spoke(_metadata, self, &b);
+	/*
+	 * The daemon speaks: 500 us, and 1.5 ms after two of the kernel's
+	 * turns, under the 2 ms it grew from.  Then it states 2 ms again,
+	 * above the 800 us it speaks at below.
+	 */
+	kern_set(500, STA_PLL | STA_NANO);
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
+	kern_set(2000, STA_PLL | STA_NANO);
 
 	/* A step of REALTIME: counted before this read returns, and no bound. */
 	page_step(_metadata, self, 5000000);
@@ -1073,6 +1081,23 @@ TEST_F(bound, disruptions_on_the_page)
 	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
 	EXPECT_NE(UINT64_MAX, b.latest);
 	EXPECT_EQ(4u, b.disruptions);
+}
+
+/* The module unloaded: its page says so, and its file is gone. */
+static void module_unloaded(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self)
+{
+	self->p.flags = TSCFK_CLOCK_GONE;
+	self->p.seq += 1;
+	fake_page_publish(_metadata, self->path, &self->p);
+	ASSERT_EQ(0, unlink(self->path));
+}
+
+/* Loaded again: a new file where the old one was. */
+static void module_loaded_anew(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self)
+{
+	self->p.flags = TSCFK_CLOCK_TSC;
+	self->p.seq = 2;
+	fake_page_publish(_metadata, self->path, &self->p);
 }
 
 /* A bounded reading of c, then its terms: the counts, in all and of two causes, and the flag. */
@@ -1112,19 +1137,12 @@ TEST_F(bound, a_new_set_up_counts_on)
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	ASSERT_EQ(1u, b.disruptions);
 
-	/* The module unloaded: its page says so, and its file is gone. */
-	self->p.flags = TSCFK_CLOCK_GONE;
-	self->p.seq += 1;
-	fake_page_publish(_metadata, self->path, &self->p);
-	ASSERT_EQ(0, unlink(self->path));
+	module_unloaded(_metadata, self);
 	ASSERT_EQ(0, tsc_sysclock_init(&d, &so)) TH_LOG("%s", tsc_last_error());
 	ASSERT_NE(TSC_SYSCLOCK_KERNEL, d.path) TH_LOG("%s", d.why);
 	expect_counts(_metadata, &d, 2, 1, 1, true, "the first clock's step, then clock_gettime()");
 
-	/* Loaded again: a new file where the old one was. */
-	self->p.flags = TSCFK_CLOCK_TSC;
-	self->p.seq = 2;
-	fake_page_publish(_metadata, self->path, &self->p);
+	module_loaded_anew(_metadata, self);
 	ASSERT_EQ(0, tsc_sysclock_init(&e, &so)) TH_LOG("%s", tsc_last_error());
 	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, e.path) TH_LOG("%s", e.why);
 	expect_counts(_metadata, &e, 3, 1, 2, true, "and the new page");
@@ -1167,19 +1185,18 @@ TEST_F(bound, a_clock_off_the_page_sees_what_it_follows)
 	static const char page[] = "/devices/system/cpu/tsc/clock_page";
 	TSC_SYSCLOCK(d);
 
-	/* The module unloaded: its page says so, and its file is gone. */
-	self->p.flags = TSCFK_CLOCK_GONE;
-	self->p.seq += 1;
-	fake_page_publish(_metadata, self->path, &self->p);
-	ASSERT_EQ(0, unlink(self->path));
+	module_unloaded(_metadata, self);
 	fake_put(_metadata, self->dir, cs, "tsc\n");
 	ASSERT_EQ(0, tsc_sysclock_init(&d, &so)) TH_LOG("%s", tsc_last_error());
 	ASSERT_NE(TSC_SYSCLOCK_KERNEL, d.path) TH_LOG("%s", d.why);
 	expect_counts(_metadata, &d, 0, 0, 0, false, "no module");
 	usleep(1100000);
 	expect_counts(_metadata, &d, 0, 0, 0, false, "nothing moved");
+	fake_set(_metadata, self->dir, cs, NULL);
+	usleep(1100000);
+	expect_counts(_metadata, &d, 0, 0, 0, false, "a clocksource unread is not another");
 
-	replace_file(_metadata, self, cs, "hpet\n");
+	fake_put(_metadata, self->dir, cs, "hpet\n");
 	usleep(1100000);
 	expect_counts(_metadata, &d, 1, 0, 1, true, "another clocksource");
 	kern_set(800, STA_PLL | STA_NANO);
@@ -1198,6 +1215,77 @@ TEST_F(bound, a_clock_off_the_page_sees_what_it_follows)
 	for (int i = 0; i < 1000; i++)
 		expect_counts(_metadata, &d, 4, 0, 4, true, "counted again");
 	tsc_sysclock_fini(&d);
+}
+
+/*
+ * The module loaded anew while its first page's clock was not read: a
+ * clock set up on the new page counts the change from the old one.
+ */
+TEST_F(bound, a_set_up_on_a_new_page_counts_the_reload)
+{
+	TSC_SYSCLOCK_OPTS(so, .sysfs_root = self->dir);
+	TSC_SYSCLOCK(e);
+
+	read_checked(_metadata, &(struct tsc_time_bound){ 0 }, &self->c, &self->clk, &self->p);
+	module_unloaded(_metadata, self);
+	module_loaded_anew(_metadata, self);
+	ASSERT_EQ(0, tsc_sysclock_init(&e, &so)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, e.path) TH_LOG("%s", e.why);
+	expect_counts(_metadata, &e, 1, 0, 1, true, "from the old page to the new");
+	tsc_sysclock_fini(&e);
+}
+
+/*
+ * The kernel's clocks on another clocksource, the module loaded: a clock
+ * disciplined by its readers and one set up plain both read
+ * clock_gettime(), by two states.  The second set up goes on from the
+ * first: the same path, nothing counted, and the daemon spoke since the
+ * first's change.
+ */
+TEST_F(bound, a_set_up_beside_one_reading_alike_counts_nothing)
+{
+	TSC_SYSCLOCK_OPTS(so, .sysfs_root = self->dir, .discipline = TSC_DISCIPLINE_READERS);
+	TSC_SYSCLOCK(d);
+	struct tsc_time_bound b;
+
+	fake_put(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
+		 "kvm-clock\n");
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	self->p.flags = 0;
+	self->p.seq += 1;
+	fake_page_publish(_metadata, self->path, &self->p);
+	expect_counts(_metadata, &self->c, 1, 0, 1, true, "the page withdrawn");
+	kern_set(800, STA_PLL | STA_NANO);
+	usleep(1100000);
+	expect_counts(_metadata, &self->c, 1, 0, 1, false, "the daemon spoke since");
+	ASSERT_EQ(0, tsc_sysclock_init(&d, &so)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, d.path) TH_LOG("%s", d.why);
+	expect_counts(_metadata, &d, 1, 0, 1, false, "the same path as the first clock");
+	usleep(1100000);
+	expect_counts(_metadata, &d, 1, 0, 1, false, "and a refresh on");
+	tsc_sysclock_fini(&d);
+}
+
+/*
+ * A write to the page under way for longer than a reader waits (its
+ * writer preempted): no bound meanwhile, nothing counted, and the page
+ * again as soon as the write is done.
+ */
+TEST_F(bound, a_busy_page_is_not_a_change_of_path)
+{
+	struct tsc_time_bound b;
+
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	self->p.seq += 1;
+	fake_page_publish(_metadata, self->path, &self->p);
+	tsc_sysclock_realtime_bounded(&self->c, &b);
+	EXPECT_EQ(0u, b.disruptions);
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("a bound while the page was busy");
+	self->p.seq += 1;
+	fake_page_publish(_metadata, self->path, &self->p);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(0u, b.disruptions) TH_LOG("a busy page counted");
+	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("flags %#x", b.flags);
 }
 
 /*
