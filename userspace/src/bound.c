@@ -32,10 +32,12 @@
  * takes the slow path, which refreshes before it returns; REALTIME -
  * BOOTTIME moved is a step, BOOTTIME - MONOTONIC a resume (which moves
  * REALTIME - MONOTONIC too); the page withdrawn (another clocksource,
- * the module unloaded) or back, a change of path.  Without a page the
- * slow path compares REALTIME - MONOTONIC at every read, which either
- * moves, and a refresh the kernel's clocksource and the module's page
- * file, which the readings do not show (source_moved()).  Where the
+ * the module unloaded) or back, a change of path (path_moved()).  Without
+ * a page the slow path compares REALTIME - MONOTONIC at every read, which
+ * either moves, and a refresh the kernel's clocksource and the module's
+ * page file, which the readings do not show (source_moved()).  A state
+ * set up later judges its first refresh against what another of its
+ * root judged last (count_on()).  Where the
  * hypervisor offers its clock page (vmclock.c), its disruption marker
  * moved is a disruption too: every reader compares it after its TSC
  * reading, a refresh the VM generation as well; a page that would not
@@ -52,6 +54,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -193,19 +196,23 @@ struct rate_pair {
 /*
  * What judge() compares a refresh with: the path the readings took and
  * the clocks' offsets, as the last refresh judged saw them, and whether
- * the bound is disrupted since.  The refresher's; every shot published
- * carries a copy, which a state set up later goes on from (count_on()).
+ * the bound is disrupted since.  Kept in the published shot, the one
+ * record of it: a fork that cuts a refresh short leaves the child the
+ * last published (tsc__bound_forked()), and a state set up later goes on
+ * from another's (count_on()).
  */
 struct judged {
 	bool taken;
+	bool unsure;		/* not taken: went on from a state it could not copy */
 	bool on_page;		/* the kernel's page was read, not clock_gettime() */
 	const volatile struct tsc_timepage *page;	/* which, on it */
 	uint32_t generation;	/* the page's */
 	int64_t real_mono;	/* REALTIME - MONOTONIC (a step or a resume moves it) */
 	int64_t boot_mono;	/* BOOTTIME - MONOTONIC (a resume does) */
 	uint64_t width;		/* how far those may be off: the samples' bracket */
-	char clocksource[32];	/* off the page: the kernel's; "" not known */
-	uint64_t page_ino;	/* ... the module's page file's inode: 0 none, UINT64_MAX not known */
+	char clocksource[32];	/* the kernel's ("tsc" on the page); "" not known */
+	uint64_t page_ino;	/* the module's page file's inode: 0 none, UINT64_MAX not known */
+	bool source_read;	/* both read by this refresh, not kept from an earlier */
 	bool disrupted;
 	long disrupted_maxerror_us;	/* the kernel's maxerror when it was */
 	uint64_t disrupted_mono;	/* MONOTONIC, no earlier than that was read */
@@ -235,11 +242,14 @@ struct shot {
 	int vm_err;			/* tsc__vmclock_read()'s */
 	struct tsc__vmclock vm_ref;	/* the last that settled (judge()'s): the readers compare */
 	struct rate_pair raw;		/* the TSC against MONOTONIC_RAW */
-	/* Off the page, the refresher's: what the readings follow (read_source()). */
+	/* The refresher's: what the readings follow (read_source()). */
 	char clocksource[32];
 	uint64_t page_ino;
 	struct judged judged;		/* the state's after judging this */
 };
+
+/* A shot's judged before its state's first refresh: nothing known. */
+#define JUDGED_NONE	{ .page_ino = UINT64_MAX }
 
 struct state {
 	struct tsc__bound line;		/* the fast path's: first, one cache line */
@@ -248,7 +258,6 @@ struct state {
 	bool published;			/* a shot was: readers judge by the state since */
 	bool seeded;			/* count_on() gave it another state's judged */
 	/* The refresher's own: */
-	struct judged judged;
 	struct tsc__vmclock vm_seen;	/* as last read: what the next is compared with */
 	struct rate_pair rate_from;	/* the TSC's rate is judged from here (width 0: none) */
 	double rate_ref;		/* MONOTONIC_RAW's ns per tick to compare with; 0: none */
@@ -273,7 +282,9 @@ static struct state *states;
  * set up, an init out of memory): the system's, no page.  Static, so that
  * a reader (in a signal handler, say) never allocates or locks.
  */
-static struct state fallback __attribute__((aligned(64))) = { .line.seq = 1 };
+static struct state fallback __attribute__((aligned(64))) = {
+	.line.seq = 1, .shot.judged = JUDGED_NONE,
+};
 
 /*
  * The library's own measurement of the CPUs' skew (tsc_report_get() in
@@ -327,6 +338,7 @@ struct tsc__bound *tsc__bound_get(const char *root, const volatile struct tsc_ti
 			if (tsc__vmclock_read(&s->vm_seen))
 				s->vm_seen = (struct tsc__vmclock){ .present = false };
 			s->line.seq = 1;
+			s->shot.judged = (struct judged)JUDGED_NONE;
 			s->next = states;
 			states = s;
 		} else {
@@ -784,13 +796,14 @@ static void read_source(const char *root, struct shot *k)
 		k->page_ino = errno == ENOENT ? 0 : UINT64_MAX;
 }
 
-/* Off the page both times: another clocksource, or the module loaded, unloaded or anew. */
-static bool source_moved(const struct judged *o, const struct judged *k)
+/*
+ * Off the page both times, from o to clocksource cs and the page file's
+ * inode ino: another clocksource, or the module loaded, unloaded or anew.
+ */
+static bool source_moved(const struct judged *o, const char *cs, uint64_t ino)
 {
-	return (o->clocksource[0] && k->clocksource[0] &&
-		strcmp(o->clocksource, k->clocksource) != 0) ||
-	       (o->page_ino != UINT64_MAX && k->page_ino != UINT64_MAX &&
-		o->page_ino != k->page_ino);
+	return (o->clocksource[0] && cs[0] && strcmp(o->clocksource, cs) != 0) ||
+	       (o->page_ino != UINT64_MAX && ino != UINT64_MAX && o->page_ino != ino);
 }
 
 /*
@@ -808,23 +821,29 @@ static void take(struct state *s, const volatile struct tsc_timepage *p, bool rd
 	struct tsc__ntp n;
 
 	*k = (struct shot){ .taken = true, .page_ino = UINT64_MAX };
-	/* The rate first: an event after it is seen by this refresh, or by the next. */
-	if (cache)
+	/*
+	 * The rate first: an event after it is seen by this refresh, or by
+	 * the next.  Then what the readings follow: on the page, read before
+	 * it (the page file then is the page read, or the page is gone by
+	 * then); off it, read again after it, so that a switch away in
+	 * between is seen there.  One back to tsc just before that read is
+	 * on the page by then (the kernel names the clocksource once its
+	 * clocks read it), and taken as that, once.
+	 */
+	if (cache) {
 		sample_rate(&k->raw);
+		read_source(root_of(s), k);
+	}
 	if (p && p == s->line.page)
 		got = page_read(p, rdtscp, &r);
-	/*
-	 * Off it, what the readings follow, read after the page: a switch
-	 * away before it is seen there.  One back to tsc just before it is
-	 * on the page again by then (the kernel names the clocksource once
-	 * its clocks read it), and taken as that, once.
-	 */
 	if (got != PAGE_READ && cache) {
 		read_source(root_of(s), k);
 		if (got == PAGE_OFF && p && p == s->line.page)
 			got = page_read(p, rdtscp, &r);
 	}
 	if (got == PAGE_READ) {
+		/* The page reads the TSC, whatever the clocksource's name was just before. */
+		snprintf(k->clocksource, sizeof(k->clocksource), "tsc");
 		k->on_page = true;
 		k->page = p;
 		k->generation = r.generation;
@@ -912,13 +931,14 @@ static bool rate_moved(struct state *s, struct shot *k, bool anew)
 
 /*
  * What shot k saw of the readings' path, for the next judge(); what it
- * could not read of it (off the page, the source) as the last saw.
+ * could not read of the source, as the last saw.
  */
 static struct judged seen_by(const struct shot *k, const struct judged *last)
 {
 	struct judged j = *last;
 
 	j.taken = true;
+	j.unsure = false;
 	j.on_page = k->on_page;
 	j.page = k->page;
 	j.generation = k->generation;
@@ -929,19 +949,28 @@ static struct judged seen_by(const struct shot *k, const struct judged *last)
 		memcpy(j.clocksource, k->clocksource, sizeof(j.clocksource));
 	if (k->page_ino != UINT64_MAX)
 		j.page_ino = k->page_ino;
+	j.source_read = k->clocksource[0] && k->page_ino != UINT64_MAX;
 	return j;
 }
 
 /*
- * The readings' path changed between o and n: the page withdrawn or back,
- * another page (the module loaded anew, for a state that goes on from
- * another's), or off the page, what they follow (source_moved()).
+ * The readings' path changed from o to shot k: another page (the module
+ * loaded anew, for a state that goes on from another's); the page and
+ * clock_gettime(), unless the latter read the TSC by that same page's
+ * module (two ways to one clock: a clock set up beside another); or off
+ * the page, what they follow (source_moved()).  What k could not read of
+ * the source is unknown here: a change, between the page and not.
  */
-static bool path_moved(const struct judged *o, const struct judged *n)
+static bool path_moved(const struct judged *o, const struct shot *k)
 {
-	if (o->on_page != n->on_page)
-		return true;
-	return n->on_page ? o->page != n->page : source_moved(o, n);
+	const char *off = o->on_page ? k->clocksource : o->clocksource;
+
+	if (o->on_page && k->on_page)
+		return o->page != k->page;
+	if (o->on_page != k->on_page)
+		return !o->source_read || !k->clocksource[0] || k->page_ino == UINT64_MAX ||
+		       strcmp(off, "tsc") != 0 || o->page_ino != k->page_ino;
+	return source_moved(o, k->clocksource, k->page_ino);
 }
 
 /*
@@ -952,38 +981,36 @@ static bool path_moved(const struct judged *o, const struct judged *n)
 static void judge(struct state *s, struct shot *k)
 {
 	const struct shot *o = &s->shot;
-	struct judged *j = &s->judged;
-	bool step = false, resume = false, path = false;
+	struct judged j = o->judged;
+	bool step = false, resume = false, path = false, unsure = j.unsure;
 	bool vm = vm_moved(&s->vm_seen, &k->vm), rate;
 	long maxerror = k->maxerror_us;
 
 	memcpy(k->by_cause, o->by_cause, sizeof(k->by_cause));
 	k->disruptions = o->disruptions;
 	if (!k->busy) {
-		struct judged n = seen_by(k, j);
-
-		if (j->taken) {
+		if (j.taken) {
 			/*
 			 * A generation that moved with the offsets where they
 			 * were (the kernel calls its clock set for more than
 			 * steps) on the page both times changed nothing a
 			 * reading sees.
 			 */
-			path = path_moved(j, &n);
-			if (!path && (!n.on_page || j->generation != n.generation)) {
-				uint64_t slack = j->width + n.width;
+			path = path_moved(&j, k);
+			if (!path && (!k->on_page || j.generation != k->generation)) {
+				uint64_t slack = j.width + k->width;
 
 				/*
 				 * A resume moves REALTIME and BOOTTIME against
 				 * MONOTONIC alike, by the time asleep; only a
 				 * step moves REALTIME against BOOTTIME.
 				 */
-				step = moved(n.real_mono - n.boot_mono, j->real_mono - j->boot_mono,
+				step = moved(k->real_mono - k->boot_mono, j.real_mono - j.boot_mono,
 					     slack);
-				resume = moved(n.boot_mono, j->boot_mono, slack);
+				resume = moved(k->boot_mono, j.boot_mono, slack);
 			}
 		}
-		*j = n;
+		j = seen_by(k, &j);
 	} else {
 		k->flags |= TSC_BOUND_DISRUPTED;
 	}
@@ -1003,11 +1030,12 @@ static void judge(struct state *s, struct shot *k)
 	else if (k->vm_err == -EAGAIN)
 		k->flags |= TSC_BOUND_DISRUPTED;
 	k->vm_ref = s->vm_seen;
-	if (step || resume || path || vm || rate) {
-		j->disrupted = true;
-		j->disrupted_maxerror_us = maxerror;
-		j->disrupted_mono = k->ntp_mono;
-	} else if (j->disrupted && maxerror >= 0) {
+	/* One that went on from a state it could not copy starts disrupted, uncounted. */
+	if (step || resume || path || vm || rate || (unsure && !k->busy)) {
+		j.disrupted = true;
+		j.disrupted_maxerror_us = maxerror;
+		j.disrupted_mono = k->ntp_mono;
+	} else if (j.disrupted && maxerror >= 0) {
 		/*
 		 * The kernel alone grows it 500 us at each turn of a second;
 		 * lower than that, the daemon set it.  The turns counted are
@@ -1017,16 +1045,16 @@ static void judge(struct state *s, struct shot *k)
 		 * one, since the kernel adds a turn at its next tick, which a
 		 * descheduled vCPU may take up to a second to run.
 		 */
-		uint64_t secs = k->mono > j->disrupted_mono + 1000000000 ?
-				(k->mono - j->disrupted_mono) / 1000000000 - 1 : 0;
-		long grown = j->disrupted_maxerror_us + (long)(secs * 500);
+		uint64_t secs = k->mono > j.disrupted_mono + 1000000000 ?
+				(k->mono - j.disrupted_mono) / 1000000000 - 1 : 0;
+		long grown = j.disrupted_maxerror_us + (long)(secs * 500);
 
 		if (maxerror < grown && maxerror < PHASE_LIMIT_US)
-			j->disrupted = false;
+			j.disrupted = false;
 	}
-	if (j->disrupted)
+	if (j.disrupted || unsure)
 		k->flags |= TSC_BOUND_DISRUPTED;
-	k->judged = *j;
+	k->judged = j;
 }
 
 /* Publish k, as the fast path reads it; the caller holds refreshing. */
@@ -1106,60 +1134,88 @@ static bool publish_waited(const struct state *s, struct shot *k)
 	return false;
 }
 
+#define COPY_YIELDS	100	/* a set-up yields this often for a state held up publishing */
+
 /*
  * The state a new one of root goes on from: of those read (published),
- * the one with the most disruptions, its shot copied as a reader copies
- * it into k; false if none was read.  One held up publishing gives its
- * count alone (the fast path's), and nothing to judge by (k untaken).
+ * the one with the most disruptions (of equals, one whose shot could be
+ * copied), its shot copied as a reader copies it into k; NULL if none
+ * was read.  One held up publishing (its refresher preempted there) is
+ * waited for, yielding, a bounded while: then its count alone (the fast
+ * path's), and k untaken.
  */
-static bool go_on_from(const struct state *s, struct shot *k)
+static struct state *go_on_from(const struct state *s, struct shot *k)
 {
-	bool found = false;
+	struct state *from = NULL;
 
-	for (const struct state *o = states; o; o = o->next) {
+	for (struct state *o = states; o; o = o->next) {
 		struct shot c;
+		int tries = 0;
 
 		if (o == s || strcmp(o->root, s->root) != 0 ||
 		    !__atomic_load_n(&o->published, __ATOMIC_ACQUIRE))
 			continue;
-		if (!copy_shot(o, &c) && !publish_waited(o, &c)) {
-			c = (struct shot){ .taken = false };
-			c.disruptions = __atomic_load_n(&o->line.disruptions, __ATOMIC_RELAXED);
+		while (!copy_shot(o, &c) && !publish_waited(o, &c)) {
+			if (++tries == COPY_YIELDS) {
+				c = (struct shot){ .taken = false };
+				c.disruptions = __atomic_load_n(&o->line.disruptions,
+								__ATOMIC_RELAXED);
+				break;
+			}
+			sched_yield();
 		}
-		if (!found || c.disruptions > k->disruptions) {
+		if (!from || c.disruptions > k->disruptions ||
+		    (c.disruptions == k->disruptions && c.taken && !k->taken)) {
 			*k = c;
-			found = true;
+			from = o;
 		}
 	}
-	return found;
+	return from;
 }
 
 /*
  * A state no reader has read yet (new, or the root's page-less one, which
  * every set-up makes first) goes on from the others of its root, at each
- * set-up that gets it (go_on_from()): their count, and what they judged
- * last, which its first refresh judges against.  So a clock set up anew
- * never shows fewer disruptions than one set up before it; one more where
- * it reads by another path than that one did (the page, none, or a page
- * the module has since replaced), or a step or a resume came between; and
- * a disruption not yet over goes on.  A state already read keeps its
- * count, which its readers have seen.  Under states_lock, and as its
- * refresher: a refresh under way has a reader, and this waits for none.
+ * set-up that gets it (go_on_from()): their count, what they judged last,
+ * which its first refresh judges against, the hypervisor's marker as they
+ * last read it, and the migration their skew waits to be measured since.
+ * So a clock set up anew never shows fewer disruptions than one set up
+ * before it; one more where it reads by another path than that one did
+ * (the page and not, or a page the module has since replaced), or a step
+ * or a resume came between; and a disruption not yet over goes on.  One
+ * it could not copy leaves it disrupted from its first refresh, uncounted.
+ * A state already read keeps its count, which its readers have seen.
+ * Under states_lock, and as its refresher: a refresh under way has a
+ * reader, and this waits for none.  The others' refreshers never take
+ * states_lock, so waiting out their publish is bounded.
  */
 static void count_on(struct state *s)
 {
 	int idle = 0;
+	struct state *from;
+	uint64_t after;
 	struct shot k;
 
 	if (!__atomic_compare_exchange_n(&s->refreshing, &idle, 1, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return;
-	if (__atomic_load_n(&s->published, __ATOMIC_ACQUIRE) || !go_on_from(s, &k))
+	if (__atomic_load_n(&s->published, __ATOMIC_ACQUIRE))
+		goto out;
+	from = go_on_from(s, &k);
+	if (!from)
 		goto out;
 	if (k.taken) {
-		s->judged = k.judged;
-		__atomic_store_n(&s->seeded, true, __ATOMIC_RELAXED);
+		s->shot.judged = k.judged;
+		if (k.vm_ref.present)
+			s->vm_seen = k.vm_ref;
+	} else {
+		s->shot.judged = (struct judged)JUDGED_NONE;
+		s->shot.judged.unsure = true;
 	}
+	after = __atomic_load_n(&from->skew_after_ns, __ATOMIC_RELAXED);
+	if (after > __atomic_load_n(&s->skew_after_ns, __ATOMIC_RELAXED))
+		__atomic_store_n(&s->skew_after_ns, after, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->seeded, true, __ATOMIC_RELAXED);
 	if (k.disruptions > s->shot.disruptions) {
 		s->shot.disruptions = k.disruptions;
 		if (k.taken)

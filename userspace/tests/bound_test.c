@@ -575,12 +575,18 @@ static void page_step(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *se
 	refresh_soon(_metadata, self);
 }
 
+/* The daemon states maxerror 800 us; a second on, the next refresh has read it. */
+static void daemon_speaks(void)
+{
+	kern_set(800, STA_PLL | STA_NANO);
+	usleep(1100000);
+}
+
 /* The daemon states maxerror 800 us; b: a reading after the next refresh, a second on. */
 static void read_after_the_daemon_spoke(struct __test_metadata *_metadata,
 					FIXTURE_DATA(bound) *self, struct tsc_time_bound *b)
 {
-	kern_set(800, STA_PLL | STA_NANO);
-	usleep(1100000);
+	daemon_speaks();
 	read_checked(_metadata, b, &self->c, &self->clk, &self->p);
 }
 
@@ -1083,6 +1089,24 @@ TEST_F(bound, disruptions_on_the_page)
 	EXPECT_EQ(4u, b.disruptions);
 }
 
+/* d set up on root, disciplined by its readers: the page-less state, where the page is withdrawn. */
+static void disciplined_on(struct __test_metadata *_metadata, const char *root,
+			   struct tsc_sysclock *d)
+{
+	TSC_SYSCLOCK_OPTS(so, .sysfs_root = root, .discipline = TSC_DISCIPLINE_READERS);
+
+	ASSERT_EQ(0, tsc_sysclock_init(d, &so)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, d->path) TH_LOG("%s", d->why);
+}
+
+/* The kernel's clocks off tsc: the page says not to be used (seq odd, no TSC). */
+static void page_withdrawn(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self)
+{
+	self->p.flags = 0;
+	self->p.seq += 1;
+	fake_page_publish(_metadata, self->path, &self->p);
+}
+
 /* The module unloaded: its page says so, and its file is gone. */
 static void module_unloaded(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self)
 {
@@ -1148,8 +1172,7 @@ TEST_F(bound, a_new_set_up_counts_on)
 	expect_counts(_metadata, &e, 3, 1, 2, true, "and the new page");
 	ASSERT_EQ(0, tsc_sysclock_init(&f, &so)) TH_LOG("%s", tsc_last_error());
 	expect_counts(_metadata, &f, 3, 1, 2, true, "one page, one count");
-	kern_set(800, STA_PLL | STA_NANO);
-	usleep(1100000);
+	daemon_speaks();
 	expect_counts(_metadata, &f, 3, 1, 2, false, "the daemon spoke since");
 	tsc_sysclock_fini(&f);
 	tsc_sysclock_fini(&e);
@@ -1199,8 +1222,7 @@ TEST_F(bound, a_clock_off_the_page_sees_what_it_follows)
 	fake_put(_metadata, self->dir, cs, "hpet\n");
 	usleep(1100000);
 	expect_counts(_metadata, &d, 1, 0, 1, true, "another clocksource");
-	kern_set(800, STA_PLL | STA_NANO);
-	usleep(1100000);
+	daemon_speaks();
 	expect_counts(_metadata, &d, 1, 0, 1, false, "the daemon spoke since");
 
 	replace_file(_metadata, self, page, "a page");
@@ -1244,25 +1266,78 @@ TEST_F(bound, a_set_up_on_a_new_page_counts_the_reload)
  */
 TEST_F(bound, a_set_up_beside_one_reading_alike_counts_nothing)
 {
-	TSC_SYSCLOCK_OPTS(so, .sysfs_root = self->dir, .discipline = TSC_DISCIPLINE_READERS);
 	TSC_SYSCLOCK(d);
 	struct tsc_time_bound b;
 
 	fake_put(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
 		 "kvm-clock\n");
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
-	self->p.flags = 0;
-	self->p.seq += 1;
-	fake_page_publish(_metadata, self->path, &self->p);
+	page_withdrawn(_metadata, self);
 	expect_counts(_metadata, &self->c, 1, 0, 1, true, "the page withdrawn");
-	kern_set(800, STA_PLL | STA_NANO);
-	usleep(1100000);
+	daemon_speaks();
 	expect_counts(_metadata, &self->c, 1, 0, 1, false, "the daemon spoke since");
-	ASSERT_EQ(0, tsc_sysclock_init(&d, &so)) TH_LOG("%s", tsc_last_error());
-	ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, d.path) TH_LOG("%s", d.why);
+	disciplined_on(_metadata, self->dir, &d);
 	expect_counts(_metadata, &d, 1, 0, 1, false, "the same path as the first clock");
 	usleep(1100000);
 	expect_counts(_metadata, &d, 1, 0, 1, false, "and a refresh on");
+	tsc_sysclock_fini(&d);
+}
+
+/*
+ * The kernel's clocks back on tsc, which a clock its readers discipline
+ * counts through clock_gettime(); the daemon spoke since.  A clock set up
+ * then on the page reads the same clock another way: nothing counted.
+ */
+TEST_F(bound, a_set_up_on_the_page_beside_one_reading_the_tsc_counts_nothing)
+{
+	TSC_SYSCLOCK_OPTS(plain, .sysfs_root = self->dir);
+	static const char cs[] = "/devices/system/clocksource/clocksource0/current_clocksource";
+	TSC_SYSCLOCK(d);
+	TSC_SYSCLOCK(e);
+
+	/* The page's offsets the system's, as the kernel's are: no step between the two ways. */
+	self->p.real_off = self->p.mono_off + (int64_t)(now(CLOCK_REALTIME) - now(CLOCK_MONOTONIC));
+	self->p.boot_off = self->p.mono_off + (int64_t)(now(CLOCK_BOOTTIME) - now(CLOCK_MONOTONIC));
+	fake_put(_metadata, self->dir, cs, "kvm-clock\n");
+	page_withdrawn(_metadata, self);
+	disciplined_on(_metadata, self->dir, &d);
+	expect_counts(_metadata, &d, 0, 0, 0, false, "off tsc");
+	fake_put(_metadata, self->dir, cs, "tsc\n");
+	self->p.flags = TSCFK_CLOCK_TSC;
+	self->p.generation++;
+	self->p.seq += 1;
+	fake_page_publish(_metadata, self->path, &self->p);
+	usleep(1100000);
+	expect_counts(_metadata, &d, 1, 0, 1, true, "on tsc again");
+	daemon_speaks();
+	expect_counts(_metadata, &d, 1, 0, 1, false, "the daemon spoke since");
+	ASSERT_EQ(0, tsc_sysclock_init(&e, &plain)) TH_LOG("%s", tsc_last_error());
+	ASSERT_EQ(TSC_SYSCLOCK_KERNEL, e.path) TH_LOG("%s", e.why);
+	expect_counts(_metadata, &e, 1, 0, 1, false, "the page, beside clock_gettime() on tsc");
+	tsc_sysclock_fini(&e);
+	tsc_sysclock_fini(&d);
+}
+
+/*
+ * A migration the first clock counted, and the daemon spoke since: a
+ * clock set up after it, by the state the first set-up made (which read
+ * the hypervisor's marker then), goes on from the marker the first clock
+ * last read, and counts nothing.
+ */
+TEST_F(bound, a_set_up_goes_on_from_the_hypervisors_marker)
+{
+	TSC_SYSCLOCK(d);
+	struct tsc_time_bound b;
+
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	page_withdrawn(_metadata, self);
+	expect_counts(_metadata, &self->c, 1, 0, 1, true, "the page withdrawn");
+	vm_set(self->vm, VM_MARKER, 6);
+	expect_counts(_metadata, &self->c, 2, 0, 1, true, "and a migration");
+	daemon_speaks();
+	expect_counts(_metadata, &self->c, 2, 0, 1, false, "the daemon spoke since");
+	disciplined_on(_metadata, self->dir, &d);
+	expect_counts(_metadata, &d, 2, 0, 1, false, "the migration counted again");
 	tsc_sysclock_fini(&d);
 }
 
@@ -1596,6 +1671,21 @@ TEST_F(bound, racing_readers_count_a_step_once)
 }
 
 /*
+ * A second on, a refresh of the fixture's clock in thread th, held up
+ * publishing for pause_us: under way when this returns.
+ */
+static void publishing_held_up(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self,
+			       pthread_t *th, unsigned int pause_us)
+{
+	usleep(1100000);	/* the state a second old: the next reader refreshes */
+	tsc__test_publish_pause_us = pause_us;
+	ASSERT_EQ(0, pthread_create(th, NULL, terms_now, &self->c));
+	for (int i = 0; i < 1000 && !__atomic_load_n(&tsc__test_publishing, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
+	ASSERT_TRUE(__atomic_load_n(&tsc__test_publishing, __ATOMIC_ACQUIRE));
+}
+
+/*
  * A reader that finds a refresh publishing (its thread preempted there,
  * or interrupted by the handler that reads) reads a state of its own;
  * after a step, the state is disrupted, and so is that reading: no
@@ -1611,12 +1701,7 @@ TEST_F(bound, a_reader_beside_a_refresh_publishing)
 	page_step(_metadata, self, -7000000);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	ASSERT_TRUE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("a 7 ms step: flags %#x", b.flags);
-	usleep(1100000);	/* the state a second old: the next reader refreshes */
-	tsc__test_publish_pause_us = 300000;
-	ASSERT_EQ(0, pthread_create(&th, NULL, terms_now, &self->c));
-	for (int i = 0; i < 1000 && !__atomic_load_n(&tsc__test_publishing, __ATOMIC_ACQUIRE); i++)
-		usleep(1000);
-	ASSERT_TRUE(__atomic_load_n(&tsc__test_publishing, __ATOMIC_ACQUIRE));
+	publishing_held_up(_metadata, self, &th, 300000);
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	EXPECT_TRUE(__atomic_load_n(&tsc__test_publishing, __ATOMIC_ACQUIRE)) TH_LOG("read after it ended");
 	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("flags %#x", b.flags);
@@ -1625,6 +1710,36 @@ TEST_F(bound, a_reader_beside_a_refresh_publishing)
 	ASSERT_EQ(0, pthread_join(th, NULL));
 	tsc__test_publish_pause_us = 0;
 	EXPECT_EQ(0, terms_err);
+}
+
+/*
+ * A clock set up while the state it would go on from is held up
+ * publishing (its refresher preempted there, past the set-up's wait):
+ * what that one judged is not known, so the new one starts with no
+ * bound, uncounted, until the daemon speaks.
+ */
+TEST_F(bound, a_set_up_beside_a_refresh_publishing_starts_disrupted)
+{
+	TSC_SYSCLOCK_OPTS(so, .sysfs_root = self->dir, .discipline = TSC_DISCIPLINE_READERS);
+	TSC_SYSCLOCK(d);
+	struct tsc_time_bound b;
+	pthread_t th;
+
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_FALSE(b.flags & TSC_BOUND_DISRUPTED);
+	publishing_held_up(_metadata, self, &th, 500000);
+	/* The page withdrawn, so that the new clock reads by the other state. */
+	page_withdrawn(_metadata, self);
+	ASSERT_EQ(0, tsc_sysclock_init(&d, &so)) TH_LOG("%s", tsc_last_error());
+	EXPECT_TRUE(__atomic_load_n(&tsc__test_publishing, __ATOMIC_ACQUIRE)) TH_LOG("set up after it ended");
+	ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, d.path) TH_LOG("%s", d.why);
+	tsc_sysclock_realtime_bounded(&d, &b);
+	EXPECT_TRUE(b.flags & TSC_BOUND_DISRUPTED) TH_LOG("flags %#x", b.flags);
+	EXPECT_EQ(0u, b.disruptions);
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	tsc__test_publish_pause_us = 0;
+	EXPECT_EQ(0, terms_err);
+	tsc_sysclock_fini(&d);
 }
 
 TEST(terms_size_checked)
