@@ -204,6 +204,7 @@ struct rate_pair {
 struct judged {
 	bool taken;
 	bool unsure;		/* not taken: went on from a state it could not copy */
+	bool inherited;		/* another state's, which count_on() went on from */
 	bool on_page;		/* the kernel's page was read, not clock_gettime() */
 	const volatile struct tsc_timepage *page;	/* which, on it */
 	uint32_t generation;	/* the page's */
@@ -368,18 +369,40 @@ void tsc__bound_fork_unlock(void)
 	pthread_mutex_unlock(&states_lock);
 }
 
+/*
+ * In a fork's child, a state whose refresh the fork may have cut short:
+ * its rate judged anew (half-written, maybe); its refresher's own record
+ * of the hypervisor's marker as the published shot has it (judge() moves
+ * it on before publish()); and a shot cut short publishing (seq odd)
+ * judged against by nothing, its next refresh disrupted (unsure), its
+ * count no lower than either copy's.
+ */
+static void forked_state(struct state *s)
+{
+	uint32_t line_count = s->line.disruptions;
+
+	s->refreshing = 0;
+	s->rate_from.width = 0;
+	s->rate_ref = 0;
+	if (!s->published)
+		return;
+	if (!(s->line.seq & 1)) {
+		if (s->shot.vm_ref.present)
+			s->vm_seen = s->shot.vm_ref;
+		return;
+	}
+	s->shot.judged = (struct judged)JUDGED_NONE;
+	s->shot.judged.unsure = true;
+	s->vm_seen = (struct tsc__vmclock){ .present = false };
+	if (line_count > s->shot.disruptions)
+		s->shot.disruptions = line_count;
+}
+
 void tsc__bound_forked(void)
 {
 	for (struct state *s = states; s; s = s->next)
-		s->refreshing = 0;
-	fallback.refreshing = 0;
-	/* A refresh cut short by the fork may have left its rate half-written: anew. */
-	for (struct state *s = states; s; s = s->next) {
-		s->rate_from.width = 0;
-		s->rate_ref = 0;
-	}
-	fallback.rate_from.width = 0;
-	fallback.rate_ref = 0;
+		forked_state(s);
+	forked_state(&fallback);
 	pthread_mutex_unlock(&noted.lock);
 	pthread_mutex_unlock(&states_lock);
 }
@@ -939,6 +962,7 @@ static struct judged seen_by(const struct shot *k, const struct judged *last)
 
 	j.taken = true;
 	j.unsure = false;
+	j.inherited = false;
 	j.on_page = k->on_page;
 	j.page = k->page;
 	j.generation = k->generation;
@@ -956,20 +980,27 @@ static struct judged seen_by(const struct shot *k, const struct judged *last)
 /*
  * The readings' path changed from o to shot k: another page (the module
  * loaded anew, for a state that goes on from another's); the page and
- * clock_gettime(), unless the latter read the TSC by that same page's
- * module (two ways to one clock: a clock set up beside another); or off
- * the page, what they follow (source_moved()).  What k could not read of
- * the source is unknown here: a change, between the page and not.
+ * clock_gettime(); or off the page, what they follow (source_moved()).
+ * A state's own page withdrawn or back always counts: the module takes
+ * its file away before it marks its page gone, and the kernel names the
+ * clocksource it left tsc for only after the page went, so the source
+ * read beside the page may still say it is there.  Between the page and
+ * another state's record (count_on()) it counts unless that other read
+ * the TSC through clock_gettime() by the same page file: two ways to one
+ * clock, a clock set up beside another.  What either could not read of
+ * the source counts as a change there.
  */
 static bool path_moved(const struct judged *o, const struct shot *k)
 {
 	const char *off = o->on_page ? k->clocksource : o->clocksource;
+	uint64_t ino = o->page_ino;
 
 	if (o->on_page && k->on_page)
 		return o->page != k->page;
 	if (o->on_page != k->on_page)
-		return !o->source_read || !k->clocksource[0] || k->page_ino == UINT64_MAX ||
-		       strcmp(off, "tsc") != 0 || o->page_ino != k->page_ino;
+		return !o->inherited || !o->source_read || !k->clocksource[0] ||
+		       k->page_ino == UINT64_MAX || strcmp(off, "tsc") != 0 || !ino ||
+		       ino != k->page_ino;
 	return source_moved(o, k->clocksource, k->page_ino);
 }
 
@@ -1206,6 +1237,7 @@ static void count_on(struct state *s)
 		goto out;
 	if (k.taken) {
 		s->shot.judged = k.judged;
+		s->shot.judged.inherited = true;
 		if (k.vm_ref.present)
 			s->vm_seen = k.vm_ref;
 	} else {

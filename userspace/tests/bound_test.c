@@ -1099,6 +1099,17 @@ static void disciplined_on(struct __test_metadata *_metadata, const char *root,
 	ASSERT_EQ(TSC_SYSCLOCK_DISCIPLINED, d->path) TH_LOG("%s", d->why);
 }
 
+/* The kernel's clocksource, as current_clocksource names it under the fixture's root. */
+static void clocksource_named(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self,
+			      const char *name)
+{
+	char line[40];
+
+	snprintf(line, sizeof(line), "%s\n", name);
+	fake_put(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
+		 line);
+}
+
 /* The kernel's clocks off tsc: the page says not to be used (seq odd, no TSC). */
 static void page_withdrawn(struct __test_metadata *_metadata, FIXTURE_DATA(bound) *self)
 {
@@ -1269,8 +1280,7 @@ TEST_F(bound, a_set_up_beside_one_reading_alike_counts_nothing)
 	TSC_SYSCLOCK(d);
 	struct tsc_time_bound b;
 
-	fake_put(_metadata, self->dir, "/devices/system/clocksource/clocksource0/current_clocksource",
-		 "kvm-clock\n");
+	clocksource_named(_metadata, self, "kvm-clock");
 	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
 	page_withdrawn(_metadata, self);
 	expect_counts(_metadata, &self->c, 1, 0, 1, true, "the page withdrawn");
@@ -1291,18 +1301,17 @@ TEST_F(bound, a_set_up_beside_one_reading_alike_counts_nothing)
 TEST_F(bound, a_set_up_on_the_page_beside_one_reading_the_tsc_counts_nothing)
 {
 	TSC_SYSCLOCK_OPTS(plain, .sysfs_root = self->dir);
-	static const char cs[] = "/devices/system/clocksource/clocksource0/current_clocksource";
 	TSC_SYSCLOCK(d);
 	TSC_SYSCLOCK(e);
 
 	/* The page's offsets the system's, as the kernel's are: no step between the two ways. */
 	self->p.real_off = self->p.mono_off + (int64_t)(now(CLOCK_REALTIME) - now(CLOCK_MONOTONIC));
 	self->p.boot_off = self->p.mono_off + (int64_t)(now(CLOCK_BOOTTIME) - now(CLOCK_MONOTONIC));
-	fake_put(_metadata, self->dir, cs, "kvm-clock\n");
+	clocksource_named(_metadata, self, "kvm-clock");
 	page_withdrawn(_metadata, self);
 	disciplined_on(_metadata, self->dir, &d);
 	expect_counts(_metadata, &d, 0, 0, 0, false, "off tsc");
-	fake_put(_metadata, self->dir, cs, "tsc\n");
+	clocksource_named(_metadata, self, "tsc");
 	self->p.flags = TSCFK_CLOCK_TSC;
 	self->p.generation++;
 	self->p.seq += 1;
@@ -1339,6 +1348,46 @@ TEST_F(bound, a_set_up_goes_on_from_the_hypervisors_marker)
 	disciplined_on(_metadata, self->dir, &d);
 	expect_counts(_metadata, &d, 2, 0, 1, false, "the migration counted again");
 	tsc_sysclock_fini(&d);
+}
+
+/*
+ * The module unloads its files first and marks its page gone after: a
+ * refresh between the two reads the page with no file beside it, the
+ * kernel on tsc.  The page gone then is a change of path all the same.
+ */
+TEST_F(bound, an_unload_counts_though_the_file_went_first)
+{
+	struct tsc_time_bound b;
+	char gone[160];
+
+	clocksource_named(_metadata, self, "tsc");
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	/* The file gone from its path, the page it maps still there. */
+	snprintf(gone, sizeof(gone), "%s.gone", self->path);
+	ASSERT_EQ(0, rename(self->path, gone));
+	usleep(1100000);
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	EXPECT_EQ(0u, b.disruptions) TH_LOG("the page still read");
+	self->p.flags = TSCFK_CLOCK_GONE;
+	self->p.seq += 1;
+	fake_page_publish(_metadata, gone, &self->p);
+	expect_counts(_metadata, &self->c, 1, 0, 1, true, "the page gone");
+	ASSERT_EQ(0, unlink(gone));
+}
+
+/*
+ * The kernel withdraws the page as it leaves tsc and names the clocksource
+ * it went to only after: a reading between the two finds the page gone
+ * and the name still tsc.  A change of path all the same.
+ */
+TEST_F(bound, a_switch_away_counts_though_the_name_comes_later)
+{
+	struct tsc_time_bound b;
+
+	clocksource_named(_metadata, self, "tsc");
+	read_checked(_metadata, &b, &self->c, &self->clk, &self->p);
+	page_withdrawn(_metadata, self);
+	expect_counts(_metadata, &self->c, 1, 0, 1, true, "the page withdrawn, tsc still named");
 }
 
 /*
