@@ -123,8 +123,18 @@ else
 				test "$(awk -v c="$chained" -v w="$width" 'BEGIN { print (c <= 1.05 * w) }')" = 1
 		fi
 	fi
+	# The fastest timings, not the medians: with the sibling busy part
+	# of the time, two variants' medians move apart on their own (on the
+	# AMD host, Zen 3: 2.8 adds per cycle within the L1i against 3.75
+	# past it in one run, while the fastest timings of both were at the
+	# four ALUs).  The fastest of the chains within it, from 45 timings
+	# (five variants, nine each), is the likelier to have had a quiet
+	# core: the check leans to passing rather than to a false failure.
 	echo "# front end: $(json "$tmp/out.json" '"%.2f nops per cycle, %.2f adds per cycle past the L1i" % (j["nops_per_cycle"], j["cold_width"])')"
-	ktap_check "a body past the L1i retires no more adds per cycle than one within it (5%)" test \
-		"$(json "$tmp/out.json" 'int(j["cold_width"] <= 1.05 * j["width"])')" = 1
+	fastest='min(v["ns_per_add_min"] for v in j["variants"] if v["name"].endswith(" chains"))'
+	cold='[v["ns_per_add_min"] for v in j["variants"] if v["name"] == "12 chains, 48 KB body"][0]'
+	echo "# fastest timings: $(json "$tmp/out.json" "'%.4f ns per add past the L1i, %.4f within it' % ($cold, $fastest)")"
+	ktap_check "a body past the L1i retires adds no faster than one within it (fastest timings, 5%)" test \
+		"$(json "$tmp/out.json" "int($cold >= 0.95 * $fastest)")" = 1
 fi
 ktap_finish
