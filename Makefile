@@ -27,7 +27,8 @@ KERNELS := $(shell ls -d /lib/modules/*/build 2>/dev/null | sort -V | cut -d/ -f
 endif
 # And the kernels a fleet installs today that this bookworm machine cannot:
 # trixie's, its backports' and sid's, each in a Debian root of its suite
-# (scripts/kernel-roots.sh, which make check brings up to date first),
+# (scripts/kernel-roots.sh, which make check brings up to date before
+# kbuild-check; make kernel-roots),
 # where the module is built with that suite's compiler.  RELEASE=ROOT.
 ifeq ($(origin ROOT_KERNEL_LIST),undefined)
 ROOT_KERNEL_LIST := $(shell scripts/kernel-roots.sh list 2>/dev/null | tr ' ' =)
@@ -128,7 +129,11 @@ clean:
 
 deps-run deps-debug deps-check deps-deb: deps-%:
 	@RUN_IN_GUEST=$(RUN_IN_GUEST) scripts/install-deps.sh $*
-	$(if $(filter check,$*),@scripts/kernel-roots.sh update || [ $$? -eq 4 ])
+# The kernels a fleet installs today that this machine cannot, each in a
+# Debian root of its suite (scripts/kernel-roots.sh): made, or brought up
+# to date.  Exit 4: not root, or no mmdebstrap; nothing to build in.
+kernel-roots:
+	@scripts/kernel-roots.sh update || [ $$? -eq 4 ]
 
 # The two commands of the README install what they need, then start a new
 # make: KERNELS and the lists made from it are read when make starts, and on
@@ -177,27 +182,35 @@ timed = t0=$$(date +%s); c0=$$($(cpu_ticks)); $(MAKE) --no-print-directory $(1);
 check_begin = mkdir -p $(BUILD) && :> $(CHECK_TIMES) && date +%s > $(CHECK_START)
 
 # First what times nothing: builds, packages, fresh roots, lint, in
-# three lanes side by side (the steps of a lane wait for each other; the
-# fresh trixie root installs deb-check's packages).  Three on the
+# lanes side by side (the steps of a lane wait for each other; the fresh
+# trixie root installs deb-check's packages).  Three lanes of work on the
 # two CPUs of the machines this runs on: the steps wait on disks and
 # each other about a fifth of the time (the table's cpu column against
 # the wall's), which the third fills.  Lane b holds every step that
 # builds libtsc into build/userspace, which must not run side by side
-# (the fuzz targets are built from the sources alone).  harness-check,
-# at the end of lane a, waits for lane b's selftests step: its
-# prerequisites would remake libtsc and the selftests otherwise.  Beside
-# them, the debug kernels and their modules' build (mk/vm.mk).
-# Then, one at a time, everything that times something: the unit tests,
-# the guests (each a step of its own), where another step's load would
-# distort what they measure.
-CHECK_LANES := a b c
-CHECK_LANE.a := style doc-links fresh-root-bookworm-check lib-fuzz harness-check
-CHECK_LANE.b := selftests kbuild-check compat-table install-check lib-build lib-abi doc-examples
+# (the fuzz targets are built from the sources alone).  harness-check
+# waits for lane b's selftests step: its prerequisites would remake
+# libtsc and the selftests otherwise.  Lane d brings the kernel roots up
+# to date: on a fresh machine, minutes spent waiting on Debian's archive
+# and on dpkg more than on a CPU.  Two steps wait for it, each last in
+# its lane: kbuild-check, which builds in the roots, and doc-links, whose
+# two makes must find the same kernels (make help names their guests).
+# Once it is done its job slot goes to the others' builds.  Beside them,
+# the debug kernels and their modules' build (mk/vm.mk).  Then, one at a
+# time, everything that times something: the unit tests, the guests
+# (each a step of its own), where another step's load would distort
+# what they measure: make check-alone, a make of its own, which finds
+# the kernels the roots have now.
+CHECK_LANES := a b c d
+CHECK_LANE.a := style fresh-root-bookworm-check lib-fuzz harness-check doc-links
+CHECK_LANE.b := selftests install-check lib-build lib-abi doc-examples kbuild-check compat-table
 CHECK_LANE.c := chronyd deb-check dkms-check fresh-root-trixie-check lib-lint
+CHECK_LANE.d := kernel-roots
 check_chain = $(if $(word 2,$(1)),$(eval check-step-$(word 2,$(1)): check-step-$(word 1,$(1)))$(call \
 	check_chain,$(wordlist 2,$(words $(1)),$(1))))
 $(foreach l,$(CHECK_LANES),$(call check_chain,$(CHECK_LANE.$(l))))
 check-step-harness-check: check-step-selftests
+check-step-kbuild-check check-step-doc-links: check-step-kernel-roots
 check-step-%:
 	+@$(call timed,$*,in-lane)
 # Each step's output whole, when it ends (its logs are in build/ as it
@@ -213,6 +226,9 @@ check-all:
 	@$(if $(CHECK_TIMES_GO_ON),,$(check_begin))
 	$(if $(DEBUG_KERNELS_STARTED),,@$(call timed,debug-kernels-start))
 	+@$(MAKE) --no-print-directory check-lanes CHECK_TIMES_GO_ON=1
+	+@$(MAKE) --no-print-directory check-alone CHECK_TIMES_GO_ON=1
+check-alone:
+	@$(if $(CHECK_TIMES_GO_ON),,$(check_begin))
 	@for step in $(CHECK_STEPS); do $(call timed,$$step); done
 	@$(print_times)
 	@# Top-level results; and the subtests the guests' tests skipped, which
@@ -248,4 +264,4 @@ show:
 	fi || [ $$? -eq 1 ]
 
 .PHONY: all module install install-module install-module-kernel install-lib clean deps-run deps-debug deps-check deps-deb \
-	check check-all check-lanes check-quick check-host run show
+	kernel-roots check check-all check-lanes check-alone check-quick check-host run show

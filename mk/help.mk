@@ -7,8 +7,8 @@
 
 help_main := run check
 help_build := show all module lib install install-module install-module-kernel install-lib \
-	deb clean selftests chronyd linux-source deps-run deps-debug deps-check deps-deb
-help_check := check-quick check-all check-lanes check-host style doc-links doc-examples kbuild-check compat-table harness-check \
+	deb clean selftests chronyd linux-source deps-run deps-debug deps-check deps-deb kernel-roots
+help_check := check-quick check-all check-lanes check-alone check-host style doc-links doc-examples kbuild-check compat-table harness-check \
 	install-check dkms-check deb-check fresh-root-check fresh-root-bookworm-check fresh-root-trixie-check \
 	lib-build lib-check lib-unit lib-lint lib-abi \
 	lib-coverage lib-fuzz fuzz debug-kernels-start debug-kernels-wait help help-targets
@@ -33,11 +33,13 @@ HELP.chronyd := Debian's chronyd, unpacked under build/ for the guests (nothing 
 HELP.linux-source := Debian's linux-source-6.1, unpacked: checkpatch.pl and the kselftest headers
 HELP.deps-run := install the packages make run needs (apt-get, quiet when present)
 HELP.deps-debug := install the packages the debug kernels' build needs (make check installs them first)
-HELP.deps-check := install the packages make check needs, and bring the kernel roots up to date
+HELP.deps-check := install the packages make check needs
+HELP.kernel-roots := make or update the Debian roots of the kernels this machine cannot install (scripts/kernel-roots.sh)
 HELP.deps-deb := install the packages make deb needs
 HELP.check-quick := the inner loop's check, under 10 minutes: style, two builds, unit tests, vm-quick; never a substitute for make check
-HELP.check-all := make check without installing anything first
-HELP.check-lanes := make check's steps that time nothing, in three lanes side by side
+HELP.check-all := make check without installing packages first: the debug kernels' build started, check-lanes, check-alone
+HELP.check-lanes := make check's steps that time nothing, in lanes side by side (the kernel roots' update one of them)
+HELP.check-alone := make check's steps that time something, one at a time: unit tests, benchmarks, the guests
 HELP.check-host := the selftests on this machine's own kernel (root, a kernel that loads modules)
 HELP.style := checkpatch.pl --strict on the module, shellcheck on the scripts
 HELP.doc-links := every relative link of the Markdown resolves, every make target named exists, the modprobe.d example matches modinfo, the ABI's page layout the header's
