@@ -27,9 +27,9 @@ KERNELS := $(shell ls -d /lib/modules/*/build 2>/dev/null | sort -V | cut -d/ -f
 endif
 # And the kernels a fleet installs today that this bookworm machine cannot:
 # trixie's, its backports' and sid's, each in a Debian root of its suite
-# (scripts/kernel-roots.sh, which make check brings up to date before
-# kbuild-check; make kernel-roots),
-# where the module is built with that suite's compiler.  RELEASE=ROOT.
+# (scripts/kernel-roots.sh; make kernel-roots, which make check runs
+# before kbuild-check), where the module is built with that suite's
+# compiler.  RELEASE=ROOT.
 ifeq ($(origin ROOT_KERNEL_LIST),undefined)
 ROOT_KERNEL_LIST := $(shell scripts/kernel-roots.sh list 2>/dev/null | tr ' ' =)
 endif

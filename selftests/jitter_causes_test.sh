@@ -72,8 +72,7 @@ for mode in "${modes[@]}"; do
 	# the cause injected, that cause's count less the run without
 	# injection.  Not the run's total less that run's: on a VM the gaps
 	# the host causes (unexplained) move by hundreds from run to run.
-	# The timer's floor is 75%: 1778 of 1999 (89%) once in a 7.3 guest
-	# on an AMD Zen 3 host, where the IPIs and softirqs made 98%.  Its
+	# The timer's floor is 75% (the figures: testing.md's margins).  Its
 	# "injected" is the time elapsed times the rate, not a count of
 	# expiries: the kernel re-arms a sampling event's hrtimer past the
 	# periods a stalled vCPU missed (hrtimer_forward_now()), where the

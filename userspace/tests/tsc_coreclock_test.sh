@@ -124,10 +124,9 @@ else
 		fi
 	fi
 	# The fastest timings, not the medians: with the sibling busy part
-	# of the time, two variants' medians move apart on their own (on the
-	# AMD host, Zen 3: 2.8 adds per cycle within the L1i against 3.75
-	# past it in one run, while the fastest timings of both were at the
-	# four ALUs).  The fastest of the chains within it, from 45 timings
+	# of the time, two variants' medians move apart on their own, while
+	# their fastest timings stay at the ALUs (the figures: testing.md's
+	# margins).  The fastest of the chains within it, from 45 timings
 	# (five variants, nine each), is the likelier to have had a quiet
 	# core: the check leans to passing rather than to a false failure.
 	echo "# front end: $(json "$tmp/out.json" '"%.2f nops per cycle, %.2f adds per cycle past the L1i" % (j["nops_per_cycle"], j["cold_width"])')"
