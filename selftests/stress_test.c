@@ -131,8 +131,11 @@ TEST_F_TIMEOUT(module, readers_during_load_unload, 900)
 	       (now_ns(CLOCK_MONOTONIC) - start) / 1e6 / (load_cycles() ? load_cycles() : 1),
 	       load_ns / 1e6 / (load_cycles() ? load_cycles() : 1),
 	       unload_ns / 1e6 / (load_cycles() ? load_cycles() : 1));
-	/* Both sides of the race were hit, or it was not a race. */
-	if (load_cycles() >= 20) {
+	/*
+	 * Both sides of the race were hit, or it was not a race: each is hit
+	 * dozens of times a cycle, even under KASAN (the debug kernel's 10).
+	 */
+	if (load_cycles() >= 10) {
 		EXPECT_LT(0u, good);
 		EXPECT_LT(0u, gone);
 	}
