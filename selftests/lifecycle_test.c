@@ -161,8 +161,8 @@ TEST_F_TIMEOUT(module, the_reference_goes_offline_and_comes_back, 120)
 }
 
 /*
- * A cycle takes 0.1 s in a guest of Debian's kernels and 2 to 4 s on the
- * debug kernel on an AMD host: the harness's 30 s would cut the latter.
+ * A cycle takes 0.1 s in a guest of Debian's kernels and several times
+ * that on the debug kernels: the harness's 30 s would cut the latter.
  */
 TEST_F_TIMEOUT(module, load_unload_cycles, 900)
 {
