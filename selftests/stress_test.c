@@ -133,7 +133,7 @@ TEST_F_TIMEOUT(module, readers_during_load_unload, 900)
 	       unload_ns / 1e6 / (load_cycles() ? load_cycles() : 1));
 	/*
 	 * Both sides of the race were hit, or it was not a race: each is hit
-	 * dozens of times a cycle, even under KASAN (the debug kernel's 10).
+	 * dozens of times a cycle, even under KASAN.
 	 */
 	if (load_cycles() >= 10) {
 		EXPECT_LT(0u, good);
@@ -219,26 +219,28 @@ static const char *const values[] = {
 };
 
 /*
- * Random parameter strings (a fixed seed: failures reproduce): every load
- * either fails with EINVAL or ERANGE, or succeeds with every parameter in
- * its range and a complete measurement.
+ * Every value once, each given to the next parameter in turn; then random
+ * strings of one to three (a fixed seed: failures reproduce), as many as
+ * the load/unload cycles, up to 100.  Every load either fails with EINVAL
+ * or ERANGE, or succeeds with every parameter in its range and a complete
+ * measurement.
  */
 TEST_F_TIMEOUT(module, random_parameters, 900)
 {
-	/* As many as the load/unload cycles, up to 100: the debug kernel's few. */
-	const int loads = load_cycles() < 100 ? load_cycles() : 100;
+	const int sweep = ARRAY_SIZE(values);
+	const int loads = sweep + (load_cycles() < 100 ? load_cycles() : 100);
 	int loaded = 0, refused = 0;
 	unsigned int seed = 20261122;
 
 	for (int i = 0; i < loads; i++) {
 		char params[512] = "";
 		size_t len = 0;
-		int nparams = 1 + rand_r(&seed) % 3, ret;
+		int nparams = i < sweep ? 1 : 1 + rand_r(&seed) % 3, ret;
 
 		for (int p = 0; p < nparams && len < sizeof(params); p++) {
-			const char *name = ranges[rand_r(&seed) % 4].name;
-			const char *val = values[rand_r(&seed) %
-						 (sizeof(values) / sizeof(values[0]))];
+			const char *name = ranges[i < sweep ? i % ARRAY_SIZE(ranges) :
+					   rand_r(&seed) % ARRAY_SIZE(ranges)].name;
+			const char *val = values[i < sweep ? i : rand_r(&seed) % sweep];
 
 			len += snprintf(params + len, sizeof(params) - len, "%s%s=%s",
 					p ? " " : "", name, val);
@@ -264,8 +266,8 @@ TEST_F_TIMEOUT(module, random_parameters, 900)
 		EXPECT_LE(1u, READ_U64(TSC_DIR "/generation")) TH_LOG("'%s'", params);
 		ASSERT_EQ(0, module_unload());
 	}
-	TH_LOG("%d random parameter strings: %d loaded, %d refused", loads,
-	       loaded, refused);
+	TH_LOG("%d parameter strings (%d of each value once, then random): %d loaded, %d refused",
+	       loads, sweep, loaded, refused);
 	EXPECT_LT(0, loaded);
 	EXPECT_LT(0, refused);
 }
