@@ -6,6 +6,9 @@
  *
  *  timer    a sampling cpu-clock perf event bound to 'target': a pinned
  *           hrtimer there, re-armed by the kernel, RATE times a second;
+ *           its expiries counted as the samples it wrote (a vCPU that
+ *           stalled misses periods, which the kernel skips when it
+ *           re-arms: they are no interruption);
  *  ipi      a counting cpu-clock event bound to 'target', read RATE times
  *           a second from here: each read() of an event active on another
  *           CPU is a function-call IPI to it (perf_event_read());
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -70,6 +74,7 @@ static int cpu_clock(int target, uint64_t period_ns)
 		.type = PERF_TYPE_SOFTWARE,
 		.config = PERF_COUNT_SW_CPU_CLOCK,
 		.sample_period = period_ns,
+		.sample_type = PERF_SAMPLE_TIME,
 	};
 	int fd = (int)syscall(SYS_perf_event_open, &attr, -1, target, -1, PERF_FLAG_FD_CLOEXEC);
 
@@ -77,6 +82,59 @@ static int cpu_clock(int target, uint64_t period_ns)
 		fprintf(stderr, "cause_inject: perf_event_open(cpu-clock on cpu%d): %s\n", target,
 			strerror(errno));
 	return fd;
+}
+
+/*
+ * The ring buffer of a sampling event, for 'records' samples of
+ * PERF_SAMPLE_TIME (16 bytes) with room to spare: it is read once, at
+ * the end, and a sample that found it full would be counted only in a
+ * PERF_RECORD_LOST written once there is room again, which is never.
+ */
+static void *ring_map(int fd, double records, size_t *data_size)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t pages = 1;
+	void *ring;
+
+	while ((double)pages * (double)page < records * 16 * 2)
+		pages *= 2;
+	ring = mmap(NULL, (pages + 1) * (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (ring == MAP_FAILED) {
+		perror("cause_inject: mmap of the event's ring buffer");
+		return NULL;
+	}
+	*data_size = pages * (size_t)page;
+	return ring;
+}
+
+/*
+ * The samples in the ring buffer, and those lost; -1 if it filled up
+ * (then some lost ones are in no record).
+ */
+static long ring_samples(void *ring, size_t data_size)
+{
+	struct perf_event_mmap_page *meta = ring;
+	const char *data = (const char *)ring + meta->data_offset;
+	uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE), at;
+	long n = 0;
+
+	if (head + 64 > data_size) {
+		fprintf(stderr, "cause_inject: the event's ring buffer filled up (%llu of %zu bytes)\n",
+			(unsigned long long)head, data_size);
+		return -1;
+	}
+	for (at = 0; at < head;) {
+		const struct perf_event_header *h = (const void *)(data + at);
+
+		if (h->type == PERF_RECORD_SAMPLE)
+			n++;
+		else if (h->type == PERF_RECORD_LOST)
+			n += (long)((const uint64_t *)(h + 1))[1];
+		if (!h->size)
+			break;
+		at += h->size;
+	}
+	return n;
 }
 
 /* A file's first line into buf (newline dropped); 0 or -1. */
@@ -162,12 +220,23 @@ int main(int argc, char **argv)
 	sleep_s(delay_ms / 1e3);
 	t0 = now_s();
 	if (!strcmp(mode, "timer")) {
+		size_t size;
+		void *ring;
+		long samples;
+
 		/* The kernel re-arms the hrtimer on 'target': nothing to do but wait. */
 		fd = cpu_clock(target, (uint64_t)(1e9 / rate));
 		if (fd < 0)
 			return 4;
+		ring = ring_map(fd, rate * (seconds + 1), &size);
+		if (!ring)
+			return 1;
 		sleep_s(seconds);
-		n = (unsigned long)((now_s() - t0) * rate);
+		close(fd);
+		samples = ring_samples(ring, size);
+		if (samples < 0)
+			return 1;
+		n = (unsigned long)samples;
 	} else if (!strcmp(mode, "ipi")) {
 		uint64_t count;
 
