@@ -7,10 +7,10 @@
 # IPIs (reads of a cpu-clock event active there) and softirqs (loopback
 # datagrams steered there by RPS, each with its RPS IPI).  Each run is set
 # against a run with nothing injected: at least 90% of the injections
-# must show as gaps put down to the cause injected, and under 10% as many to any other, which two causes'
-# counters swapped would fail.  Needs root
-# (CPU-wide perf events, RPS), two CPUs and tracefs, which it mounts for
-# the run if nobody has.
+# must show as gaps put down to the cause injected, and under 10% as many
+# to any other, which two causes' counters swapped would fail.  Needs
+# root (CPU-wide perf events, RPS), two CPUs and tracefs, which it mounts
+# for the run if nobody has.
 #
 # Usage: jitter_causes_test.sh TSC_JITTER CAUSE_INJECT
 
