@@ -3,14 +3,15 @@
 #
 # tsc-jitter's causes against causes injected one at a time into the CPU
 # it watches, from another CPU, with nothing run on the watched one
-# (cause_inject.c): a timer (a sampling cpu-clock event's pinned hrtimer),
-# IPIs (reads of a cpu-clock event active there) and softirqs (loopback
-# datagrams steered there by RPS, each with its RPS IPI).  Each run is set
-# against a run with nothing injected: at least 90% of the injections
-# must show as gaps put down to the cause injected, and under 10% as many
-# to any other, which two causes' counters swapped would fail.  Needs
-# root (CPU-wide perf events, RPS), two CPUs and tracefs, which it mounts
-# for the run if nobody has.
+# (cause_inject.c): a timer (a sampling cpu-clock event's pinned
+# hrtimer), IPIs (reads of a cpu-clock event active there) and softirqs
+# (loopback datagrams steered there by RPS, each with its RPS IPI).  Each
+# run is set against a run with nothing injected: at least 90% of the
+# injections must show as gaps put down to the cause injected, and under
+# 10% as many to any other, which two causes' counters swapped would
+# fail, in one of three attempts a cause.  Needs root (CPU-wide perf
+# events, RPS), two CPUs and tracefs, which it mounts for the run if
+# nobody has.
 #
 # Usage: jitter_causes_test.sh TSC_JITTER CAUSE_INJECT
 
@@ -43,29 +44,36 @@ modes=(timer ipi softirq)
 ktap_plan $((${#modes[@]} + 1))
 watch base; st=$?
 ktap_check "a run with nothing injected succeeds" test $st = 0
-echo "# nothing injected: $(json "$tmp/base.json" '"%d gaps; %s; not attributed %d; not counted: %s" % (j["cpus"][0]["events"], ", ".join("%s %d" % (k, v["gaps"]) for k, v in j["cpus"][0]["causes"].items()), j["cpus"][0]["not_attributed"], j["causes_not_counted"] or "none")')"
-for mode in "${modes[@]}"; do
-	# The share of the injections that must be put down to the cause (below).
-	floor=90
+say_base() {
+	echo "# nothing injected: $(json "$tmp/base.json" '"%d gaps; %s; not attributed %d; not counted: %s" % (j["cpus"][0]["events"], ", ".join("%s %d" % (k, v["gaps"]) for k, v in j["cpus"][0]["causes"].items()), j["cpus"][0]["not_attributed"], j["causes_not_counted"] or "none")')"
+}
+say_base
+
+# The share of the injections that must be put down to the cause (below).
+floor=90
+# One attempt at a mode: inject it during a watch, and set $verdict to
+# pass, short (a share below the floor), skip or fail, with $why.
+attempt() {
+	local mode=$1 pid inj injected rises ours others expected_too
 	taskset -c "$helper" "$inject" "$mode" "$target" $rate $seconds 1500 > "$tmp/$mode.out" 2> "$tmp/$mode.err" &
 	pid=$!
 	watch "$mode"; st=$?
 	wait $pid; inj=$?
 	if [ $inj = 4 ]; then
+		verdict=skip
 		why=$(head -n 1 "$tmp/$mode.err")
-		ktap_skip "$mode: at least $floor% put down to it" \
-			"${why:-cause_inject cannot inject $mode here (exit 4, no reason given)}"
-		continue
+		why=${why:-cause_inject cannot inject $mode here (exit 4, no reason given)}
+		return
 	fi
+	verdict=fail
 	if [ $st != 0 ] || [ $inj != 0 ]; then
-		echo "# $mode: tsc-jitter exit $st, cause_inject exit $inj: $(head -n 1 "$tmp/$mode.err")"
-		ktap_notok "$mode: at least $floor% put down to it"
-		continue
+		why="tsc-jitter exit $st, cause_inject exit $inj: $(head -n 1 "$tmp/$mode.err")"
+		return
 	fi
 	if [ "$(json "$tmp/$mode.json" "int('$mode' in j['cpus'][0]['causes'])")" != 1 ]; then
-		ktap_skip "$mode: at least $floor% put down to it" \
-			"no $mode counter: $(json "$tmp/$mode.json" 'j["causes_not_counted"]')"
-		continue
+		verdict=skip
+		why="no $mode counter: $(json "$tmp/$mode.json" 'j["causes_not_counted"]')"
+		return
 	fi
 	# Each injection is one gap: at least 90% of them must be put down to
 	# the cause injected, that cause's count less the run without
@@ -76,9 +84,8 @@ for mode in "${modes[@]}"; do
 	# vCPU missed (hrtimer_forward_now()), and those interrupt nothing.
 	injected=$(awk '{ print $2 }' "$tmp/$mode.out")
 	if ! [[ $injected =~ ^[0-9]+$ ]] || [ "$injected" -lt $((rate * seconds / 2)) ]; then
-		echo "# $mode: cause_inject said '$(cat "$tmp/$mode.out")': not the $((rate * seconds)) asked for"
-		ktap_notok "$mode: at least $floor% put down to it"
-		continue
+		why="cause_inject said '$(cat "$tmp/$mode.out")': not the $((rate * seconds)) asked for"
+		return
 	fi
 	rises=$(python3 - "$tmp/base.json" "$tmp/$mode.json" <<'PY'
 import json, sys
@@ -100,7 +107,39 @@ PY
 		'$1 != m && $1 != e && $1 != "unexplained" && $1 != "not_attributed" &&
 		 $2 + 0 > max { max = $2 + 0; who = $1 } END { print (max + 0) " " (who ? who : "none") }')
 	echo "# $mode: $injected injected; each cause's gaps against the run without: $rises"
-	ktap_check "$mode: at least $floor% of $injected injected put down to $mode, under 10% to any other (most: ${others#* } +${others%% *})" \
-		test "$((ours * 100))" -ge $((injected * floor)) -a "$((${others%% *} * 10))" -lt "$injected"
+	why="at least $floor% of $injected injected put down to $mode, under 10% to any other (most: ${others#* } +${others%% *})"
+	if [ "$((ours * 100))" -ge $((injected * floor)) ] && [ "$((${others%% *} * 10))" -lt "$injected" ]; then
+		verdict=pass
+	else
+		verdict=short
+	fi
+}
+
+# Up to three attempts a mode, each against a run without injection
+# taken just before it.  The guest's two vCPUs keep the host's two CPUs
+# busy; while the host holds the watched vCPU back, its interrupts come
+# late, several to a gap or inside a read of the counters, and a share
+# falls short (testing.md's margins).  A counter that misses its cause,
+# or counts another's, falls short in every attempt.
+tries=3
+for mode in "${modes[@]}"; do
+	for try in $(seq $tries); do
+		if [ "$try" -gt 1 ]; then
+			echo "# $mode: attempt $((try - 1)) of $tries fell short: $why"
+			if ! watch base; then
+				verdict=fail why="a run with nothing injected failed"
+				break
+			fi
+			say_base
+		fi
+		attempt "$mode"
+		[ $verdict = short ] || break
+	done
+	case $verdict in
+	pass) ktap_ok "$mode: $why$([ "$try" = 1 ] || echo ", attempt $try of $tries")" ;;
+	short) ktap_notok "$mode: $why, in each of $tries attempts" ;;
+	skip) ktap_skip "$mode: at least $floor% put down to it" "$why" ;;
+	*) echo "# $mode: $why"; ktap_notok "$mode: at least $floor% put down to it" ;;
+	esac
 done
 ktap_finish
