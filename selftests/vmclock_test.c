@@ -87,6 +87,25 @@ static bool front_door_fast(void)
 				 &tsc__time.bound, &b);
 }
 
+/*
+ * Whether the fast path serves the front door: in one of 100 tries,
+ * each after a reading that refreshes what has aged.  One try may fall
+ * back for a reason of its own: the kernel's page updated during it, or
+ * the state aged past its refresh, as when the host holds the vCPU back
+ * across a tick.  A fast path that never serves fails all 100.
+ */
+static bool front_door_serves_fast(void)
+{
+	struct tsc_time_bound b;
+
+	for (int i = 0; i < 100; i++) {
+		tsc_realtime_bounded(&b);
+		if (front_door_fast())
+			return true;
+	}
+	return false;
+}
+
 TEST(the_device_is_vmclock)
 {
 	struct vmclock_head h;
@@ -152,7 +171,7 @@ TEST_F_TIMEOUT(migrate, a_migration_is_a_disruption, WAIT_S + 60)
 	EXPECT_EQ(f0.disruptions, fb.disruptions);
 	EXPECT_EQ(o0.disruptions, ob.disruptions);
 
-	ASSERT_TRUE(front_door_fast()) TH_LOG("the front door's reading is not on its fast path");
+	ASSERT_TRUE(front_door_serves_fast()) TH_LOG("the front door's reading is not on its fast path");
 	printf("vmrun: migrate to a file and back\n");
 	fflush(stdout);
 	/*
