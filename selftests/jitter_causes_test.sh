@@ -54,7 +54,7 @@ floor=90
 # One attempt at a mode: inject it during a watch, and set $verdict to
 # pass, short (a share below the floor), skip or fail, with $why.
 attempt() {
-	local mode=$1 pid inj injected rises ours others expected_too
+	local mode=$1 pid st inj injected rises ours others expected_too
 	taskset -c "$helper" "$inject" "$mode" "$target" $rate $seconds 1500 > "$tmp/$mode.out" 2> "$tmp/$mode.err" &
 	pid=$!
 	watch "$mode"; st=$?
