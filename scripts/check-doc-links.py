@@ -14,11 +14,13 @@ headings (lower case, punctuation but '-' and '_' dropped, spaces to '-',
 -1, -2, ... for repeats).
 
 And that every make target the same files name, in code (a code span or
-a fenced block: "make check", "sudo make -C userspace install"), is one
-of the Makefile's that the command runs: -C DIR's, else the Makefile
-beside the file, else the top level's; that every .PHONY target of the
-top level has a line in make help (mk/help.mk), and each line there a
-target.
+a fenced block: "make check", "sudo make -C userspace install"), the
+man pages (userspace/man/: in bold, or in an .EX example) and the ABI
+files (Documentation/ABI/: in parentheses, "(make vm-selinux)") name, is
+one of the Makefile's that the command runs: -C DIR's, else the nearest
+Makefile up the tree from the file, else the top level's; that every
+.PHONY target of the top level has a line in make help (mk/help.mk), and
+each line there a target.
 
 Prints FILE:LINE: broken link TARGET (why) for each broken link, FILE:LINE:
 no make target TARGET for each, and exits 1; else one summary line, and
@@ -121,8 +123,8 @@ def problem(root, md, target):
 @functools.lru_cache(maxsize=None)
 def make_database(directory):
     """(targets, phony) of the Makefile in directory, from make's database."""
-    out = subprocess.run(["make", "-pRrq", "-C", directory, ":"], capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(["make", "--no-print-directory", "-pRrq", "-C", directory, ":"],
+                         capture_output=True, text=True).stdout
     targets, phony, skip = set(), set(), False
     for line in out.splitlines():
         if line == "# Not a target:":
@@ -149,6 +151,75 @@ def make_commands(path):
         for cmd in cmds:
             if re.match(r"(sudo\s+)?make(\s|$)", cmd.strip()):
                 yield n, cmd.strip()
+
+
+# A roff request whose arguments are set in bold (.B: all of them; the
+# alternating ones: every other), and roff's escapes, for the man pages.
+ROFF_BOLD = re.compile(r"^\.(B|BR|RB|BI|IB)\s+(.*)$")
+ROFF_ESCAPE = re.compile(r"\\f[BIRP]|\\f\(..|\\&")
+ABI_MAKE = re.compile(r"\(((?:sudo\s+)?make\s[^()]*)\)")
+
+
+def roff_text(text):
+    """text with roff's font escapes dropped and its escaped hyphens plain."""
+    return ROFF_ESCAPE.sub("", text).replace("\\-", "-")
+
+
+def roff_make_commands(path):
+    """(line number, command) of each make command in bold or in an example."""
+    example = False
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if line.startswith((".EX", ".EE")):
+                example = line.startswith(".EX")
+                continue
+            if example:
+                cmds = [re.sub(r"^\s*\$?\s*", "", roff_text(line))]
+            else:
+                m = ROFF_BOLD.match(line)
+                if not m:
+                    continue
+                try:
+                    args = shlex.split(roff_text(m.group(2)))
+                except ValueError:
+                    continue
+                if m.group(1) == "B":
+                    args = [" ".join(args)]
+                else:
+                    args = args[m.group(1)[0] != "B"::2]
+                cmds = args
+            for cmd in cmds:
+                if re.match(r"(sudo\s+)?make(\s|$)", cmd.strip()):
+                    yield n, cmd.strip()
+
+
+def abi_make_commands(path):
+    """(line number, command) of each "(make TARGET)" in an ABI file."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            for cmd in ABI_MAKE.findall(line):
+                yield n, cmd.strip()
+
+
+def commands_of(path):
+    """The make commands of a Markdown file, a man page or an ABI file."""
+    if re.search(r"\.[1-8]$", path):
+        return roff_make_commands(path)
+    if not path.endswith(".md"):
+        return abi_make_commands(path)
+    return make_commands(path)
+
+
+def nearest_makefile_dir(root, path):
+    """The directory of the nearest Makefile from path's up to root, or None."""
+    d = os.path.dirname(os.path.abspath(path))
+    while True:
+        if os.path.isfile(os.path.join(d, "Makefile")):
+            return d
+        if d == root or d == os.path.dirname(d):
+            return None
+        d = os.path.dirname(d)
 
 
 def make_targets(cmd):
@@ -179,25 +250,24 @@ def check_make(root, files):
     """Problems with the make targets the files name, and help's list."""
     bad, named = [], 0
     for md in files:
-        for n, cmd in make_commands(md):
+        for n, cmd in commands_of(md):
             got = make_targets(cmd)
             if not got:
                 continue
             directory, targets = got
-            here = os.path.dirname(md)
             if directory:
                 places = [os.path.join(root, directory)]
             else:
-                places = [here] if os.path.isfile(os.path.join(here, "Makefile")) else []
-                places.append(root)
+                near = nearest_makefile_dir(root, md)
+                places = ([near] if near else []) + [root]
             for t in targets:
                 named += 1
                 if not any(t in make_database(p)[0] for p in places):
                     bad.append("%s:%d: no make target %s (in %s)" %
                                (os.path.relpath(md, root), n, t, cmd))
     phony = make_database(root)[1]
-    helped = set(subprocess.run(["make", "-s", "-C", root, "help-targets"], capture_output=True,
-                                text=True).stdout.split())
+    helped = set(subprocess.run(["make", "--no-print-directory", "-s", "-C", root, "help-targets"],
+                                capture_output=True, text=True).stdout.split())
     bad += ["Makefile: .PHONY target %s has no line in make help (mk/help.mk)" % t
             for t in sorted(phony - helped)]
     bad += ["mk/help.mk: %s is in make help but not a .PHONY target" % t
@@ -229,7 +299,10 @@ def main():
                     broken += 1
                     print("%s:%d: broken link %s (%s)" %
                           (os.path.relpath(md, root), n, target, why))
-    bad, named = check_make(root, files)
+    others = sorted(glob.glob(os.path.join(root, "userspace", "man", "*.[1-8]")))
+    others += sorted(glob.glob(os.path.join(root, "Documentation", "ABI", "**", "*"),
+                               recursive=True))
+    bad, named = check_make(root, files + [f for f in others if os.path.isfile(f)])
     for line in bad:
         print(line)
     if broken or bad:
