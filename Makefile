@@ -16,7 +16,8 @@
 #
 # Kbuild, not this file, lists the module's sources.  The rest is in mk/:
 # style.mk (checkpatch, shellcheck, the docs), kbuild.mk (the module's
-# builds for every kernel, the selftests'), lib.mk (libtsc), bench.mk (the
+# builds for every kernel, the selftests'), harness.mk (the tests of the
+# test helpers and the guest harness), lib.mk (libtsc), bench.mk (the
 # benchmarks), packaging.mk (install, DKMS, packages, fresh root), vm.mk
 # (the guests), help.mk (make help).
 

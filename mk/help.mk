@@ -11,10 +11,11 @@ help_build := show all module lib install install-module install-module-kernel i
 help_check := check-quick check-all check-lanes check-alone check-host style doc-links doc-examples kbuild-check compat-table harness-check \
 	install-check dkms-check deb-check fresh-root-check fresh-root-bookworm-check fresh-root-trixie-check \
 	lib-build lib-check lib-unit lib-lint lib-abi \
-	lib-coverage lib-fuzz fuzz debug-kernels-start debug-kernels-wait help help-targets
-help_guests := vm-check vm-quick $(VM_ROLES) $(VM_CHECK_STEPS) vm-debug vm-bench-causes
+	lib-coverage lib-fuzz fuzz debug-kernels-start debug-kernels-wait
+help_guests := vm-check vm-quick $(VM_ALL_ROLES) $(VM_CHECK_STEPS) vm-debug vm-bench-causes
 help_bench := bench bench-accuracy bench-smoke bench-windows
-HELP_TARGETS = $(help_main) $(help_build) $(help_check) $(help_guests) $(help_bench)
+help_list := help help-targets
+HELP_TARGETS = $(help_main) $(help_build) $(help_check) $(help_guests) $(help_bench) $(help_list)
 
 HELP.run := build, load the module (here or in a QEMU guest), show its files and libtsc's verdict
 HELP.check := every test, as CI runs it; installs what it needs, then a table of each step's time
@@ -73,7 +74,7 @@ HELP.vm-suspend := the clocks across a suspend to RAM and to idle (1 CPU)
 HELP.vm-vmclock := libtsc's bound across a migration, QEMU's vmclock device (2 CPUs)
 HELP.vm-selinux := the clock page mapped and mprotect()ed by confined users under SELinux enforcing
 HELP.vm-bench-smoke := the benchmarks that need the module, quick, in a guest
-HELP.vm-bench-causes := tsc-jitter's causes beside rtla osnoise's, on the newest rt kernel
+HELP.vm-bench-causes := tsc-jitter's causes beside rtla osnoise's, on the newest rt kernel (not in make check)
 HELP.vm-scaling := load time against the CPU count, 1 to $(SCALING_CPUS)
 HELP.vm-fleet-e2e := the packages, node_exporter and Prometheus, and chronyd, end to end
 HELP.bench := the benchmarks, full length
@@ -93,7 +94,8 @@ HELP.vm-isolation-newest := $(NEWEST_GENERIC): cpu1 isolated, left alone
 HELP.vm-isolation-rt := $(NEWEST_RT): cpu1 isolated, left alone
 HELP.vm-rt-spinner-oldest := $(OLDEST_GENERIC): a SCHED_FIFO spinner owns a CPU, nothing waits on it unbounded
 HELP.vm-rt-spinner-rt := $(NEWEST_RT): the same on PREEMPT_RT
-help_text = $(or $(HELP.$(1)),$(call help_guest,$(1)))
+help_text = $(if $(filter $(1),$(VM_ROLES_ABSENT)),none here: it needs $(call \
+	vm_role_needs,$(1)),$(or $(HELP.$(1)),$(call help_guest,$(1))))
 help_guest = $(call guest_kind,$(1))$(if $(call vm_alias_of,$(1)), (make $(call vm_alias_of,$(1))))
 guest_kind = $(if $(filter vm-isolation-%,$(1)),$(1:vm-isolation-%=%): cpu1 isolated,$(if \
 	$(filter vm-rt-spinner-%,$(1)),$(1:vm-rt-spinner-%=%): a SCHED_FIFO spinner owns a CPU,$(if \
@@ -110,10 +112,11 @@ help:
 	@echo "make TARGET: the two commands of the README first, then by kind."
 	@printf '\nThe two commands:\n'; $(foreach t,$(help_main),$(call help_line,$(t)))
 	@printf '\nBuild and install:\n'; $(foreach t,$(help_build),$(call help_line,$(t)))
-	@printf '\nChecks (make check runs each but check-quick, check-host and fuzz):\n'; $(foreach t,$(help_check),$(call help_line,$(t)))
+	@printf '\nChecks (make check runs each but check-quick, check-host, lib-unit and fuzz):\n'; $(foreach t,$(help_check),$(call help_line,$(t)))
 	@printf '\nQEMU guests, by role, then as make check runs them (this machine'"'"'s kernels):\n'; \
 		$(foreach t,$(help_guests),$(call help_line,$(t)))
-	@printf '\nBenchmarks (bench/):\n'; $(foreach t,$(help_bench),$(call help_line,$(t)))
+	@printf '\nBenchmarks (bench/; make check runs bench-smoke):\n'; $(foreach t,$(help_bench),$(call help_line,$(t)))
+	@printf '\nThis list:\n'; $(foreach t,$(help_list),$(call help_line,$(t)))
 
 # One target a line, for scripts/check-doc-links.py.
 help-targets:

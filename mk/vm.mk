@@ -348,15 +348,24 @@ VM_ROLE.vm-isolation-newest := vm-isolation-$(NEWEST_GENERIC)
 VM_ROLE.vm-isolation-rt := vm-isolation-$(NEWEST_RT)
 VM_ROLE.vm-rt-spinner-oldest := vm-rt-spinner-$(OLDEST_GENERIC)
 VM_ROLE.vm-rt-spinner-rt := vm-rt-spinner-$(NEWEST_RT)
-VM_ROLES := $(foreach r,vm-oldest vm-oldest-smp1 vm-oldest-smp4 vm-host vm-newest vm-newest-smp4 vm-rt \
-	vm-isolation-newest vm-isolation-rt vm-rt-spinner-oldest vm-rt-spinner-rt,$(if \
-	$(filter $(VM_ROLE.$(r)),$(VM_CHECK_STEPS)),$(r)))
+VM_ALL_ROLES := vm-oldest vm-oldest-smp1 vm-oldest-smp4 vm-host vm-newest vm-newest-smp4 vm-rt \
+	vm-isolation-newest vm-isolation-rt vm-rt-spinner-oldest vm-rt-spinner-rt
+VM_ROLES := $(foreach r,$(VM_ALL_ROLES),$(if $(filter $(VM_ROLE.$(r)),$(VM_CHECK_STEPS)),$(r)))
 $(foreach r,$(VM_ROLES),$(eval $(r): $(VM_ROLE.$(r))))
+# A role is a target on every machine, so that a doc's or a habit's
+# make vm-rt means the same everywhere; where this machine has no kernel
+# for it, it says which kernel is missing and fails.
+VM_ROLES_ABSENT := $(filter-out $(VM_ROLES),$(VM_ALL_ROLES))
+vm_role_needs = $(if $(filter %-rt,$(1)),a PREEMPT_RT kernel,$(if $(filter vm-host,$(1)),a generic \
+	kernel of this machine's own,a generic kernel)) with an image and 9p that a guest boots
+$(VM_ROLES_ABSENT):
+	@echo "make $@: no guest for this role here: it needs $(call vm_role_needs,$@)" \
+		"(make deps-check installs this machine's, make kernel-roots the newest Debian's)" >&2; exit 2
 
 # Every guest's log with KTAP results, for make check's summary.
 VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) $(DEBUG_RUNS) $(addsuffix -rt-spinner,$(DEBUG_RUNS))) \
 	$(foreach k,$(SELINUX_KERNELS),$(BUILD)/vm/selinux-$(k).log)
 
-.PHONY: chronyd debug-kernels-start debug-kernels-wait vm-check vm-quick $(VM_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-selinux vm-scaling $(ISOLATION_RUNS) \
+.PHONY: chronyd debug-kernels-start debug-kernels-wait vm-check vm-quick $(VM_ALL_ROLES) $(VM_RUNS) vm-fleet-e2e vm-notsc vm-suspend vm-vmclock vm-selinux vm-scaling $(ISOLATION_RUNS) \
 	$(RT_SPINNER_RUNS) vm-debug $(DEBUG_RUNS)
