@@ -13,14 +13,15 @@ a #anchor into a Markdown file must be the GitHub slug of one of its
 headings (lower case, punctuation but '-' and '_' dropped, spaces to '-',
 -1, -2, ... for repeats).
 
-And that every make target the same files name, in code (a code span or
-a fenced block: "make check", "sudo make -C userspace install"), the
-man pages (userspace/man/: in bold, or in an .EX example) and the ABI
-files (Documentation/ABI/: in parentheses, "(make vm-selinux)") name, is
-one of the Makefile's that the command runs: -C DIR's, else the nearest
-Makefile up the tree from the file, else the top level's; that every
-.PHONY target of the top level has a line in make help (mk/help.mk), and
-each line there a target.
+And that every make target named is one of the Makefile's that the
+command runs: -C DIR's, else the nearest Makefile up the tree from the
+file's or the top level's.  Named: in the same Markdown, in code (a code
+span or a fenced block: "make check", "sudo make -C userspace install");
+in the man pages (userspace/man/), in bold (.B, .BR and kin, \fB...\fR)
+or in an .EX example; in the ABI files (Documentation/ABI/), as
+"(make TARGET)" or "(make -C DIR TARGET)".  And that every .PHONY target
+of the top level has a line in make help (mk/help.mk), and each line
+there a target.
 
 Prints FILE:LINE: broken link TARGET (why) for each broken link, FILE:LINE:
 no make target TARGET for each, and exits 1; else one summary line, and
@@ -44,6 +45,20 @@ REFDEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 HTML_ID = re.compile(r"<a\s[^>]*\b(?:name|id)\s*=\s*[\"']([^\"']+)[\"']", re.I)
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+MAKE_CMD = re.compile(r"(sudo\s+)?make(\s|$)")
+# The man pages' bold: a request's (.B: its arguments, or the next line's
+# text if it has none; .BR and kin: every other argument, split as roff
+# does, where an apostrophe is no quote), and \fB...\fR spans.
+ROFF_BOLD = re.compile(r"^\.(B|BR|RB|BI|IB)(?:\s+(.*))?$")
+ROFF_ARG = re.compile(r'"((?:[^"]|"")*)"?|(\S+)')
+ROFF_BOLD_SPAN = re.compile(r"\\f(?:B|\[B\])(.*?)(?=\\f(?:[RIP]|\[[RIP]?\])|$)")
+ROFF_ESCAPE = re.compile(r"\\f(?:[BIRP]|\(..|\[[^]]*\])|\\&")
+ABI_MAKE = re.compile(r"\(((?:sudo\s+)?make(?:\s+-C\s+\S+)?\s+[a-z0-9][a-z0-9_.+-]*)\)")
+# The environment of this script's own makes: a calling make's flags
+# (-w, a jobserver this process does not pass on) would put "Entering
+# directory" lines in their output.
+MAKE_ENV = {k: v for k, v in os.environ.items()
+            if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
 
 
 def lines_by_fence(path):
@@ -124,7 +139,7 @@ def problem(root, md, target):
 def make_database(directory):
     """(targets, phony) of the Makefile in directory, from make's database."""
     out = subprocess.run(["make", "--no-print-directory", "-pRrq", "-C", directory, ":"],
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, env=MAKE_ENV).stdout
     targets, phony, skip = set(), set(), False
     for line in out.splitlines():
         if line == "# Not a target:":
@@ -149,15 +164,9 @@ def make_commands(path):
         else:
             cmds = [c[1] for c in CODE_SPAN.findall(line)]
         for cmd in cmds:
-            if re.match(r"(sudo\s+)?make(\s|$)", cmd.strip()):
+            if MAKE_CMD.match(cmd.strip()):
                 yield n, cmd.strip()
 
-
-# A roff request whose arguments are set in bold (.B: all of them; the
-# alternating ones: every other), and roff's escapes, for the man pages.
-ROFF_BOLD = re.compile(r"^\.(B|BR|RB|BI|IB)\s+(.*)$")
-ROFF_ESCAPE = re.compile(r"\\f[BIRP]|\\f\(..|\\&")
-ABI_MAKE = re.compile(r"\(((?:sudo\s+)?make\s[^()]*)\)")
 
 
 def roff_text(text):
@@ -165,9 +174,27 @@ def roff_text(text):
     return ROFF_ESCAPE.sub("", text).replace("\\-", "-")
 
 
+def roff_args(text):
+    """The arguments of a roff request, split as roff does."""
+    return [q.replace('""', '"') if q or not w else w for q, w in ROFF_ARG.findall(text)]
+
+
+def roff_bold(line, after_b):
+    """The bold texts of a man page's line; after_b: it follows a bare .B."""
+    m = ROFF_BOLD.match(line)
+    if after_b and not line.startswith("."):
+        texts = [line]
+    elif m and m.group(2):
+        args = roff_args(m.group(2))
+        texts = [" ".join(args)] if m.group(1) == "B" else args[m.group(1)[0] != "B"::2]
+    else:
+        texts = []
+    return [roff_text(t) for t in texts + ROFF_BOLD_SPAN.findall(line)]
+
+
 def roff_make_commands(path):
     """(line number, command) of each make command in bold or in an example."""
-    example = False
+    example = after_b = False
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             line = line.rstrip("\n")
@@ -177,25 +204,15 @@ def roff_make_commands(path):
             if example:
                 cmds = [re.sub(r"^\s*\$?\s*", "", roff_text(line))]
             else:
-                m = ROFF_BOLD.match(line)
-                if not m:
-                    continue
-                try:
-                    args = shlex.split(roff_text(m.group(2)))
-                except ValueError:
-                    continue
-                if m.group(1) == "B":
-                    args = [" ".join(args)]
-                else:
-                    args = args[m.group(1)[0] != "B"::2]
-                cmds = args
+                cmds = roff_bold(line, after_b)
+            after_b = line.strip() == ".B"
             for cmd in cmds:
-                if re.match(r"(sudo\s+)?make(\s|$)", cmd.strip()):
+                if MAKE_CMD.match(cmd.strip()):
                     yield n, cmd.strip()
 
 
 def abi_make_commands(path):
-    """(line number, command) of each "(make TARGET)" in an ABI file."""
+    """(line number, command) of each "(make [-C DIR] TARGET)" in an ABI file."""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             for cmd in ABI_MAKE.findall(line):
@@ -267,7 +284,7 @@ def check_make(root, files):
                                (os.path.relpath(md, root), n, t, cmd))
     phony = make_database(root)[1]
     helped = set(subprocess.run(["make", "--no-print-directory", "-s", "-C", root, "help-targets"],
-                                capture_output=True, text=True).stdout.split())
+                                capture_output=True, text=True, env=MAKE_ENV).stdout.split())
     bad += ["Makefile: .PHONY target %s has no line in make help (mk/help.mk)" % t
             for t in sorted(phony - helped)]
     bad += ["mk/help.mk: %s is in make help but not a .PHONY target" % t
@@ -302,15 +319,17 @@ def main():
     others = sorted(glob.glob(os.path.join(root, "userspace", "man", "*.[1-8]")))
     others += sorted(glob.glob(os.path.join(root, "Documentation", "ABI", "**", "*"),
                                recursive=True))
-    bad, named = check_make(root, files + [f for f in others if os.path.isfile(f)])
+    named_in = files + [f for f in others if os.path.isfile(f)]
+    bad, named = check_make(root, named_in)
     for line in bad:
         print(line)
     if broken or bad:
-        print("# doc links: %d of %d links in %d files broken; %d problems with make targets" %
-              (broken, links, len(files), len(bad)))
+        print("# doc links: %d of %d links in %d Markdown files broken; %d problems with make "
+              "targets" % (broken, links, len(files), len(bad)))
         return 1
-    print("# doc links: %d links in %d files, all resolve; %d make targets named, all exist, "
-          "and make help lists every one" % (links, len(files), named))
+    print("# doc links: %d links in %d Markdown files, all resolve; %d make targets named in "
+          "%d files (Markdown, man pages, ABI), all exist, and make help lists every one" %
+          (links, len(files), named, len(named_in)))
     return 0
 
 
