@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# The kernel side's builds: the W=1/sparse build for every kernel, the
-# compat probes' table, and the selftests' build.  Included by the
-# top-level Makefile.
+# The kernel side's builds: linux-source (checkpatch.pl, the kselftest
+# headers), the W=1/sparse build for every kernel, the compat probes'
+# table, and the selftests' build.  Included by the top-level Makefile.
 
 # checkpatch.pl and the kselftest headers, from Debian's linux-source-6.1.
 LINUX_SOURCE := $(BUILD)/linux-source

@@ -336,7 +336,7 @@ VM_CHECK_STEPS := $(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-selinux vm-bench-
 vm-check: $(VM_CHECK_STEPS)
 
 # The guests named after kernels, by their role: docs and habits need
-# not name kernel versions.  Only those whose kernel this machine has.
+# not name kernel versions.
 VM_ROLE.vm-oldest := vm-$(OLDEST_GENERIC)-smp2
 VM_ROLE.vm-oldest-smp1 := vm-$(OLDEST_GENERIC)-smp1
 VM_ROLE.vm-oldest-smp4 := vm-$(OLDEST_GENERIC)-smp4
@@ -354,13 +354,16 @@ VM_ROLES := $(foreach r,$(VM_ALL_ROLES),$(if $(filter $(VM_ROLE.$(r)),$(VM_CHECK
 $(foreach r,$(VM_ROLES),$(eval $(r): $(VM_ROLE.$(r))))
 # A role is a target on every machine, so that a doc's or a habit's
 # make vm-rt means the same everywhere; where this machine has no kernel
-# for it, it says which kernel is missing and fails.
+# for it, it says which kernel is missing, and where it comes from, and
+# fails.
 VM_ROLES_ABSENT := $(filter-out $(VM_ROLES),$(VM_ALL_ROLES))
-vm_role_needs = $(if $(filter %-rt,$(1)),a PREEMPT_RT kernel,$(if $(filter vm-host,$(1)),a generic \
-	kernel of this machine's own,a generic kernel)) with an image and 9p that a guest boots
+vm_role_needs = $(if $(filter %-rt,$(1)),a PREEMPT_RT kernel (make kernel-roots installs \
+	Debian's newest),$(if $(filter vm-host,$(1)),a generic kernel of this machine's own (make \
+	deps-check installs them),$(if $(findstring newest,$(1)),a generic kernel (make kernel-roots \
+	installs Debian's newest),a generic kernel (make deps-check installs this machine's)))), \
+	with an image and 9p
 $(VM_ROLES_ABSENT):
-	@echo "make $@: no guest for this role here: it needs $(call vm_role_needs,$@)" \
-		"(make deps-check installs this machine's, make kernel-roots the newest Debian's)" >&2; exit 2
+	@echo "make $@: no guest for this role here: it needs $(call vm_role_needs,$@)" >&2; exit 2
 
 # Every guest's log with KTAP results, for make check's summary.
 VM_LOGS = $(patsubst vm-%,$(BUILD)/vm/%.log,$(VM_RUNS) vm-notsc vm-suspend vm-vmclock vm-scaling vm-fleet-e2e $(ISOLATION_RUNS) \
