@@ -825,15 +825,22 @@ TEST_F(disc, a_small_step_of_realtime_is_followed_when_the_clock_was_set)
  * A copy of a clock (which tsc_sysclock_init(3) says not to make) holds
  * a page the helper leaves at its next sync, or its fini retires: it
  * reads clock_gettime() then, at its cost, never waiting on the page.
- * The cost is the CPU time a read takes: a reader that spun on the page
- * would spend it, where one the host preempts (for milliseconds, on a
- * busy VM) does not.
+ * The cost is the CPU time a read takes, over 1 ms for a reader that
+ * spins on the page (2.85 ms): in every read while the copy's page is
+ * left, a share of those across syncs (the helper writes that page
+ * again every other sync), and all after the fini.  Not the slowest
+ * read alone: a guest whose host holds its vCPU back, with no steal
+ * time to tell it, counts the time as the thread's; one read in a
+ * hundred is far beyond what that does to reads this short.
  */
+#define COPY_SLOW_NS 1000000
+
 TEST_F(disc, a_copy_reads_clock_gettime_at_its_cost)
 {
 	TSC_SYSCLOCK(c);
 	struct tsc_sysclock copy;
 	int64_t slowest = 0, slowest_wall = 0;
+	long reads[2] = { 0, 0 }, slow[2] = { 0, 0 };
 
 	ASSERT_EQ(0, init(&c, self->dir, TSC_DISCIPLINE_HELPER)) TH_LOG("%s", tsc_last_error());
 	memcpy(&copy, &c, sizeof(c));
@@ -846,6 +853,8 @@ TEST_F(disc, a_copy_reads_clock_gettime_at_its_cost)
 			int64_t v = (int64_t)tsc_sysclock_monotonic(&copy);
 			int64_t b = now(CLOCK_MONOTONIC), cb = now(CLOCK_THREAD_CPUTIME_ID);
 
+			reads[phase]++;
+			slow[phase] += cb - ca > COPY_SLOW_NS;
 			if (cb - ca > slowest)
 				slowest = cb - ca;
 			if (b - a > slowest_wall)
@@ -857,9 +866,12 @@ TEST_F(disc, a_copy_reads_clock_gettime_at_its_cost)
 		if (!phase)
 			tsc_sysclock_fini(&c);
 	}
-	TH_LOG("the slowest read of the copy: %lld ns of CPU time, %lld ns of MONOTONIC",
-	       (long long)slowest, (long long)slowest_wall);
-	EXPECT_GT(1000000, slowest);
+	TH_LOG("the slowest read of the copy: %lld ns of CPU time, %lld ns of MONOTONIC; "
+	       "over %d ns: %ld of %ld reads across syncs, %ld of %ld after the fini",
+	       (long long)slowest, (long long)slowest_wall, COPY_SLOW_NS,
+	       slow[0], reads[0], slow[1], reads[1]);
+	for (int phase = 0; phase < 2; phase++)
+		EXPECT_GE(reads[phase] / 100, slow[phase]);
 }
 
 /*
