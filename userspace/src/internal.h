@@ -304,6 +304,8 @@ extern unsigned int tsc__test_wide_samples;
 extern int64_t tsc__test_sample_offset_ns;
 /* ... and a slow-path reader pauses this many times between loading a page and its seq. */
 extern unsigned int tsc__test_slow_path_spin;
+/* Counted for them: the waits for a page's write that a reader gave up (100000 pauses). */
+extern unsigned long tsc__test_page_waits_abandoned;
 /* ... and a struct tsc_clock's anchor to this clock id fails (-1: none). */
 extern int tsc__test_anchor_fails;
 /*

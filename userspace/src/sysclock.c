@@ -57,6 +57,7 @@ _Static_assert(offsetof(struct tsc_sysclock, sz) == 64, "the hot line overflowed
 
 #ifdef TSC__TEST_HOOKS
 unsigned int tsc__test_slow_path_spin;
+unsigned long tsc__test_page_waits_abandoned;
 #endif
 
 /* What a clock without a usable page reads: seq odd, no TSC. */
@@ -243,6 +244,9 @@ page_begin(const volatile struct tsc_timepage *const *where, uint32_t *seq, int 
 		}
 		__builtin_ia32_pause();
 	}
+#ifdef TSC__TEST_HOOKS
+	__atomic_fetch_add(&tsc__test_page_waits_abandoned, 1, __ATOMIC_RELAXED);
+#endif
 	return NULL;
 }
 
