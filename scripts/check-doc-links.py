@@ -46,6 +46,7 @@ HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 HTML_ID = re.compile(r"<a\s[^>]*\b(?:name|id)\s*=\s*[\"']([^\"']+)[\"']", re.I)
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 MAKE_CMD = re.compile(r"(sudo\s+)?make(\s|$)")
+PROMPT = re.compile(r"^\s*\$?\s*")
 # The man pages' bold: a request's (.B: its arguments, or the next line's
 # text if it has none; .BR and kin: every other argument, split as roff
 # does, where an apostrophe is no quote), and \fB...\fR spans.
@@ -156,17 +157,21 @@ def make_database(directory):
     return frozenset(targets), frozenset(phony)
 
 
+def make_ones(n, cmds):
+    """(n, command) of each of the commands cmds that runs make."""
+    for cmd in cmds:
+        if MAKE_CMD.match(cmd.strip()):
+            yield n, cmd.strip()
+
+
 def make_commands(path):
     """(line number, command) of each make command in code in path."""
     for n, line, code in lines_by_fence(path):
         if code:
-            cmds = [re.sub(r"^\s*\$?\s*", "", line)]
+            cmds = [PROMPT.sub("", line)]
         else:
             cmds = [c[1] for c in CODE_SPAN.findall(line)]
-        for cmd in cmds:
-            if MAKE_CMD.match(cmd.strip()):
-                yield n, cmd.strip()
-
+        yield from make_ones(n, cmds)
 
 
 def roff_text(text):
@@ -202,13 +207,11 @@ def roff_make_commands(path):
                 example = line.startswith(".EX")
                 continue
             if example:
-                cmds = [re.sub(r"^\s*\$?\s*", "", roff_text(line))]
+                cmds = [PROMPT.sub("", roff_text(line))]
             else:
                 cmds = roff_bold(line, after_b)
             after_b = line.strip() == ".B"
-            for cmd in cmds:
-                if MAKE_CMD.match(cmd.strip()):
-                    yield n, cmd.strip()
+            yield from make_ones(n, cmds)
 
 
 def abi_make_commands(path):
