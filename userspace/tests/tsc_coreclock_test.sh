@@ -129,11 +129,20 @@ else
 	# margins).  The fastest of the chains within it, from 45 timings
 	# (five variants, nine each), is the likelier to have had a quiet
 	# core: the check leans to passing rather than to a false failure.
+	# A run the width checks found on a shared core (their $shared) may
+	# still see the body at a moment the core ran faster than in every
+	# chain's fastest timing: as they do, the check then skips, saying
+	# why, where a quiet core fails.
 	echo "# front end: $(json "$tmp/out.json" '"%.2f nops per cycle, %.2f adds per cycle past the L1i" % (j["nops_per_cycle"], j["cold_width"])')"
 	fastest='min(v["ns_per_add_min"] for v in j["variants"] if v["name"].endswith(" chains"))'
 	cold='[v["ns_per_add_min"] for v in j["variants"] if v["name"] == "12 chains, 48 KB body"][0]'
 	echo "# fastest timings: $(json "$tmp/out.json" "'%.4f ns per add past the L1i, %.4f within it' % ($cold, $fastest)")"
-	ktap_check "a body past the L1i retires adds no faster than one within it (fastest timings, 5%)" test \
-		"$(json "$tmp/out.json" "int($cold >= 0.95 * $fastest)")" = 1
+	l1i=$(json "$tmp/out.json" "int($cold >= 0.95 * $fastest)")
+	l1i_check="a body past the L1i retires adds no faster than one within it (fastest timings, 5%)"
+	if [ "$l1i" != 1 ] && [ -n "${shared:-}" ]; then
+		ktap_skip "$l1i_check" "the host's core was shared: $shared"
+	else
+		ktap_check "$l1i_check" test "$l1i" = 1
+	fi
 fi
 ktap_finish
